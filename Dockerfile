@@ -5,12 +5,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
 RUN pip install --no-cache-dir "torch>=2.3,<2.15"
 COPY pyproject.toml README.md ./
-COPY core core
-COPY jobs jobs
-COPY api api
-COPY worker worker
-COPY cli cli
-COPY client client
-COPY migrations migrations
+COPY archsearch archsearch
 RUN pip install --no-cache-dir .
 ENTRYPOINT ["archsearch"]

@@ -9,8 +9,16 @@ import uvicorn
 from fastapi import FastAPI
 
 app = FastAPI()
-BODY = {"id": "", "method": "train", "status": "succeeded", "progress": 1.0, "latest_metrics": {"test_accuracy": 0.95},
-        "spec": {"method": "train", "dataset": {"name": "digits"}}, "error": None, "attempts": 1}
+BODY = {
+    "id": "",
+    "method": "train",
+    "status": "succeeded",
+    "progress": 1.0,
+    "latest_metrics": {"test_accuracy": 0.95},
+    "spec": {"method": "train", "dataset": {"name": "digits"}},
+    "error": None,
+    "attempts": 1,
+}
 
 
 @app.get("/v1/jobs/{job_id}")

@@ -26,16 +26,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from core.context import InMemoryContext
-from core.data.loaders import Dataset, load_dataset
-from core.export import count_parameters
-from core.growth.schedule import mlp_architecture
-from core.growth.timed import train_for_seconds
-from core.methods import get_method
-from core.models import create_model
-from core.spec import GrowJob, parse_job_spec
-from core.spec.common import DatasetRef
-from core.training import epoch_batches, evaluate, lr_factor
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import Dataset, load_dataset
+from archsearch.core.export import count_parameters
+from archsearch.core.growth.schedule import mlp_architecture
+from archsearch.core.growth.timed import train_for_seconds
+from archsearch.core.methods import get_method
+from archsearch.core.models import create_model
+from archsearch.core.spec import GrowJob, parse_job_spec
+from archsearch.core.spec.common import DatasetRef
+from archsearch.core.training import epoch_batches, evaluate, lr_factor
 
 DATA_DIRS = (Path(__file__).resolve().parents[1].parent / "shared" / "datasets",)
 CPU = torch.device("cpu")
@@ -50,9 +50,12 @@ class Row:
 
 
 def grow_spec(dataset: dict, seed: int, setup: dict, neurons: str = "optimal") -> GrowJob:
-    spec = {"method": "grow", "dataset": dataset,
-            "training": {**setup["training"], "seed": seed},
-            "growth": {**setup["growth"], "neurons": neurons, "baseline": False}}
+    spec = {
+        "method": "grow",
+        "dataset": dataset,
+        "training": {**setup["training"], "seed": seed},
+        "growth": {**setup["growth"], "neurons": neurons, "baseline": False},
+    }
     return parse_job_spec(spec)  # type: ignore[return-value]
 
 
@@ -70,7 +73,9 @@ def run_fixed(data: Dataset, spec: GrowJob, widths: list[int], seconds: float) -
     model = create_model(mlp_architecture(widths, spec.growth.activation, data))
     started = time.perf_counter()
     curve = train_for_seconds(model, data, spec.training, seconds, CPU, evaluations=2)
-    return Row(widths, count_parameters(model), curve[-1]["test_accuracy"], time.perf_counter() - started)
+    return Row(
+        widths, count_parameters(model), curve[-1]["test_accuracy"], time.perf_counter() - started
+    )
 
 
 def run_gromo(data: Dataset, spec: GrowJob) -> Row:
@@ -80,8 +85,14 @@ def run_gromo(data: Dataset, spec: GrowJob) -> Row:
 
     torch.manual_seed(spec.training.seed)
     act = torch.nn.SELU() if spec.growth.activation == "selu" else torch.nn.Tanh()
-    model = GrowingMLP(in_features=list(data.input_shape), out_features=data.num_classes,
-                       hidden_size=1, number_hidden_layers=2, activation=act, device=CPU)
+    model = GrowingMLP(
+        in_features=list(data.input_shape),
+        out_features=data.num_classes,
+        hidden_size=1,
+        number_hidden_layers=2,
+        activation=act,
+        device=CPU,
+    )
     tr, g = spec.training, spec.growth
     per_epoch = math.ceil(len(data.x_train) / tr.batch_size)
     total = tr.epochs * per_epoch
@@ -95,8 +106,13 @@ def run_gromo(data: Dataset, spec: GrowJob) -> Row:
             grown += 1
             optimizer = torch.optim.Adam(model.parameters(), lr=tr.optimizer.lr)
             stop_at = step if grown >= events else None
-        factor = 1.0 if stop_at is None else lr_factor(
-            tr.schedule, max(1, math.ceil((total - stop_at) / per_epoch)), per_epoch)(step - stop_at)
+        factor = (
+            1.0
+            if stop_at is None
+            else lr_factor(
+                tr.schedule, max(1, math.ceil((total - stop_at) / per_epoch)), per_epoch
+            )(step - stop_at)
+        )
         for group in optimizer.param_groups:
             group["lr"] = tr.optimizer.lr * factor
         index = _batch(data, tr, step, per_epoch)
@@ -117,7 +133,9 @@ def _batch(data: Dataset, tr, step: int, per_epoch: int) -> torch.Tensor:
     key = (tr.seed, step // per_epoch, len(data.x_train))
     if key not in _BATCHES:
         _BATCHES.clear()
-        _BATCHES[key] = list(epoch_batches(len(data.x_train), tr.batch_size, tr.seed, step // per_epoch))
+        _BATCHES[key] = list(
+            epoch_batches(len(data.x_train), tr.batch_size, tr.seed, step // per_epoch)
+        )
     return _BATCHES[key][step % per_epoch]
 
 
@@ -147,12 +165,16 @@ def _gromo_growth(model, data: Dataset, spec: GrowJob, event: int, line_search) 
 def summary(name: str, rows: list[Row]) -> str:
     accs = [r.accuracy for r in rows]
     widths = " ".join("x".join(str(w) for w in r.widths) for r in rows)
-    return (f"{name:<26} {statistics.mean(r.parameters for r in rows):>10.0f} "
-            f"{statistics.mean(accs):>7.4f} {statistics.pstdev(accs):>7.4f} "
-            f"{statistics.mean(r.seconds for r in rows):>8.2f}   {widths}")
+    return (
+        f"{name:<26} {statistics.mean(r.parameters for r in rows):>10.0f} "
+        f"{statistics.mean(accs):>7.4f} {statistics.pstdev(accs):>7.4f} "
+        f"{statistics.mean(r.seconds for r in rows):>8.2f}   {widths}"
+    )
 
 
-def bench_dataset(label: str, dataset: dict, setup: dict, seeds: int, extras: bool) -> dict[str, list[Row]]:
+def bench_dataset(
+    label: str, dataset: dict, setup: dict, seeds: int, extras: bool
+) -> dict[str, list[Row]]:
     data = load_dataset(DatasetRef(**dataset), DATA_DIRS, 0)
     rows: dict[str, list[Row]] = {}
     for seed in range(seeds):
@@ -160,16 +182,29 @@ def bench_dataset(label: str, dataset: dict, setup: dict, seeds: int, extras: bo
         ours = run_ours(data, spec)
         rows.setdefault("ours (optimal neurons)", []).append(ours)
         if extras:
-            rows.setdefault("ours, random neurons C.4", []).append(run_ours(data, grow_spec(dataset, seed, setup, "random")))
+            rows.setdefault("ours, random neurons C.4", []).append(
+                run_ours(data, grow_spec(dataset, seed, setup, "random"))
+            )
         rows.setdefault("GroMo 0.1.0", []).append(run_gromo(data, spec))
-        rows.setdefault("fixed, same widths", []).append(run_fixed(data, spec, ours.widths, ours.seconds))
-        rows.setdefault("fixed, [1000, 1000]", []).append(run_fixed(data, spec, [1000, 1000], ours.seconds))
-        print(f"  {label} seed {seed}: " + ", ".join(f"{k} {v[-1].accuracy:.4f}" for k, v in rows.items()),
-              flush=True)
+        rows.setdefault("fixed, same widths", []).append(
+            run_fixed(data, spec, ours.widths, ours.seconds)
+        )
+        rows.setdefault("fixed, [1000, 1000]", []).append(
+            run_fixed(data, spec, [1000, 1000], ours.seconds)
+        )
+        print(
+            f"  {label} seed {seed}: "
+            + ", ".join(f"{k} {v[-1].accuracy:.4f}" for k, v in rows.items()),
+            flush=True,
+        )
     n = len(data.x_train)
-    print(f"\n{label}: {n} training samples, {len(data.x_test)} test, {seeds} seeds; "
-          f"fixed nets trained for the wall clock of our run")
-    print(f"{'method':<26} {'params':>10} {'acc':>7} {'std':>7} {'seconds':>8}   final widths per seed")
+    print(
+        f"\n{label}: {n} training samples, {len(data.x_test)} test, {seeds} seeds; "
+        f"fixed nets trained for the wall clock of our run"
+    )
+    print(
+        f"{'method':<26} {'params':>10} {'acc':>7} {'std':>7} {'seconds':>8}   final widths per seed"
+    )
     for name, result in rows.items():
         print(summary(name, result))
     return rows
@@ -179,20 +214,26 @@ def verdict(label: str, rows: dict[str, list[Row]]) -> None:
     mean = lambda name, key: statistics.mean(getattr(r, key) for r in rows[name])  # noqa: E731
     ours, gromo, large = "ours (optimal neurons)", "GroMo 0.1.0", "fixed, [1000, 1000]"
     accs = [r.accuracy for r in rows[ours]]
-    print(f"{label}: ours/GroMo parameters {mean(ours, 'parameters') / mean(gromo, 'parameters'):.2f}, "
-          f"seconds {mean(ours, 'seconds') / mean(gromo, 'seconds'):.2f}; accuracy {statistics.mean(accs):.4f} "
-          f"(std {statistics.pstdev(accs):.4f}) vs GroMo {mean(gromo, 'accuracy'):.4f}; "
-          f"vs [1000, 1000]: {100 * (statistics.mean(accs) - mean(large, 'accuracy')):+.2f} points "
-          f"with {mean(ours, 'parameters') / mean(large, 'parameters'):.3f} of its parameters")
+    print(
+        f"{label}: ours/GroMo parameters {mean(ours, 'parameters') / mean(gromo, 'parameters'):.2f}, "
+        f"seconds {mean(ours, 'seconds') / mean(gromo, 'seconds'):.2f}; accuracy {statistics.mean(accs):.4f} "
+        f"(std {statistics.pstdev(accs):.4f}) vs GroMo {mean(gromo, 'accuracy'):.4f}; "
+        f"vs [1000, 1000]: {100 * (statistics.mean(accs) - mean(large, 'accuracy')):+.2f} points "
+        f"with {mean(ours, 'parameters') / mean(large, 'parameters'):.3f} of its parameters"
+    )
 
 
 DIGITS: dict = {"training": {}, "growth": {}}  # the job's defaults
 # stat_batch_max 1024 for both growers on MNIST: GroMo's line search costs ~100 forward
 # passes of the statistics batch per event, which would dominate the 5-seed budget.
-MNIST = {"training": {"epochs": 3, "batch_size": 128},
-         "growth": {"steps_between_growth": 50, "max_growth_steps": 12, "stat_batch_max": 1024}}
-MNIST_QUICK = {"training": {"epochs": 3, "batch_size": 128},
-               "growth": {"steps_between_growth": 12, "max_growth_steps": 12, "stat_batch_max": 1024}}
+MNIST = {
+    "training": {"epochs": 3, "batch_size": 128},
+    "growth": {"steps_between_growth": 50, "max_growth_steps": 12, "stat_batch_max": 1024},
+}
+MNIST_QUICK = {
+    "training": {"epochs": 3, "batch_size": 128},
+    "growth": {"steps_between_growth": 12, "max_growth_steps": 12, "stat_batch_max": 1024},
+}
 
 
 def main() -> None:
@@ -204,7 +245,9 @@ def main() -> None:
     started = time.perf_counter()
     digits = bench_dataset("digits", {"name": "digits"}, DIGITS, seeds, extras=True)
     mnist_ref = {"name": "mnist", "train_subset": 10_000} if args.quick else {"name": "mnist"}
-    mnist = bench_dataset("MNIST", mnist_ref, MNIST_QUICK if args.quick else MNIST, seeds, extras=False)
+    mnist = bench_dataset(
+        "MNIST", mnist_ref, MNIST_QUICK if args.quick else MNIST, seeds, extras=False
+    )
     print()
     verdict("digits", digits)
     verdict("MNIST", mnist)

@@ -32,12 +32,12 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from client import ArchsearchClient  # noqa: E402
-from jobs.accounts import repository as account_repo  # noqa: E402
-from jobs.db import make_engine, make_session_factory, transaction  # noqa: E402
-from jobs.migrate import upgrade  # noqa: E402
-from jobs.scheduler import Offer, claim_next  # noqa: E402
-from jobs.settings import Settings  # noqa: E402
+from archsearch.client import ArchsearchClient  # noqa: E402
+from archsearch.jobs.domain.accounts import repository as account_repo  # noqa: E402
+from archsearch.jobs.domain.scheduler import Offer, claim_next  # noqa: E402
+from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
+from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
+from archsearch.jobs.platform.settings import Settings  # noqa: E402
 from tests.service import procs  # noqa: E402
 
 SEED_SQL = """
@@ -106,15 +106,27 @@ def concurrent_latency(clients: int, jobs_per_client: int) -> list[tuple[float, 
         upgrade(url)
         token = procs.user_with_token(url)
         tmp = Path(tempfile.mkdtemp(prefix="archsearch-qbench-"))
-        env = {"ARCHSEARCH_DATABASE_URL": url, "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
-               "ARCHSEARCH_QUEUE_NAME": f"qbench-{name}", "ARCHSEARCH_HOME": str(tmp)}
+        env = {
+            "ARCHSEARCH_DATABASE_URL": url,
+            "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
+            "ARCHSEARCH_QUEUE_NAME": f"qbench-{name}",
+            "ARCHSEARCH_HOME": str(tmp),
+        }
         port = procs.free_port()
         started.append(api := procs.start("api", ["api", "--port", str(port)], env, tmp))
         for i in range(2):
-            started.append(w := procs.start(f"worker{i}", ["worker", "--device", "cpu", "-n", f"q{i}-{name}@%h"], env, tmp))
+            started.append(
+                w := procs.start(
+                    f"worker{i}", ["worker", "--device", "cpu", "-n", f"q{i}-{name}@%h"], env, tmp
+                )
+            )
             procs.wait_log(w, "ready.", timeout=90)
         procs.wait_http(f"http://127.0.0.1:{port}/healthz", api)
-        spec = {"method": "train", "dataset": {"name": "digits", "train_subset": 64}, "training": {"epochs": 1}}
+        spec = {
+            "method": "train",
+            "dataset": {"name": "digits", "train_subset": 64},
+            "training": {"epochs": 1},
+        }
         with ArchsearchClient(f"http://127.0.0.1:{port}", token=token) as client:
             # Warm both workers' pool processes (imports of torch, scikit-learn, matplotlib).
             for job_id in [client.submit(spec)["id"] for _ in range(4)]:
@@ -124,8 +136,14 @@ def concurrent_latency(clients: int, jobs_per_client: int) -> list[tuple[float, 
             with ArchsearchClient(f"http://127.0.0.1:{port}", token=token) as client:
                 ids = [client.submit(spec)["id"] for _ in range(jobs_per_client)]
                 done = [client.wait(job_id, poll=0.05, timeout=300) for job_id in ids]
-            return [((_ts(j["started_at"]) - _ts(j["created_at"])) * 1000,
-                     (_ts(j["finished_at"]) - _ts(j["started_at"])) * 1000, j["worker"]) for j in done]
+            return [
+                (
+                    (_ts(j["started_at"]) - _ts(j["created_at"])) * 1000,
+                    (_ts(j["finished_at"]) - _ts(j["started_at"])) * 1000,
+                    j["worker"],
+                )
+                for j in done
+            ]
 
         with ThreadPoolExecutor(clients) as pool:
             return [ms for result in pool.map(one_client, range(clients)) for ms in result]
@@ -161,12 +179,16 @@ def main() -> None:
 def report_latency(timings: list[tuple[float, float, str]]) -> None:
     latencies, runs = [t[0] for t in timings], [t[1] for t in timings]
     per_worker = sorted(Counter(t[2] for t in timings).values())
-    print(f"submit -> running, 8 concurrent clients, 2 CPU workers, {len(latencies)} tiny jobs: "
-          f"median {statistics.median(latencies):.0f} ms, p95 {sorted(latencies)[int(0.95 * (len(latencies) - 1))]:.0f} ms, "
-          f"max {max(latencies):.0f} ms; jobs per worker {per_worker}")
-    print(f"  (each job runs {statistics.median(runs):.0f} ms median, so with {len(latencies)} jobs on 2 workers "
-          f"most of that latency is waiting behind other clients' jobs: an ideal FIFO gives about "
-          f"{statistics.median(runs) * len(latencies) / 4:.0f} ms median)")
+    print(
+        f"submit -> running, 8 concurrent clients, 2 CPU workers, {len(latencies)} tiny jobs: "
+        f"median {statistics.median(latencies):.0f} ms, p95 {sorted(latencies)[int(0.95 * (len(latencies) - 1))]:.0f} ms, "
+        f"max {max(latencies):.0f} ms; jobs per worker {per_worker}"
+    )
+    print(
+        f"  (each job runs {statistics.median(runs):.0f} ms median, so with {len(latencies)} jobs on 2 workers "
+        f"most of that latency is waiting behind other clients' jobs: an ideal FIFO gives about "
+        f"{statistics.median(runs) * len(latencies) / 4:.0f} ms median)"
+    )
 
 
 if __name__ == "__main__":

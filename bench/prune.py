@@ -25,16 +25,16 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from core.context import InMemoryContext  # noqa: E402
-from core.data.loaders import Dataset, load_dataset  # noqa: E402
-from core.export import tensors_to_bytes  # noqa: E402
-from core.methods import prune, train, transfer  # noqa: E402
-from core.models import Architecture, create_model  # noqa: E402
-from core.nn.masked import make_weight_free, mask_model, set_masks  # noqa: E402
-from core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
-from core.pruning.build import build_masked_model, weight_params  # noqa: E402
-from core.spec import DatasetRef, parse_job_spec  # noqa: E402
-from core.training import evaluate, seed_everything  # noqa: E402
+from archsearch.core.context import InMemoryContext  # noqa: E402
+from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
+from archsearch.core.export import tensors_to_bytes  # noqa: E402
+from archsearch.core.methods import prune, train, transfer  # noqa: E402
+from archsearch.core.models import Architecture, create_model  # noqa: E402
+from archsearch.core.nn.masked import make_weight_free, mask_model, set_masks  # noqa: E402
+from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
+from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
+from archsearch.core.spec import DatasetRef, parse_job_spec  # noqa: E402
+from archsearch.core.training import evaluate, seed_everything  # noqa: E402
 
 DATA_DIRS = (REPO.parent / "shared" / "datasets",)
 
@@ -47,14 +47,21 @@ def mean_std(values: list[float]) -> str:
 
 def two_class(data: Dataset, negative: set[int], positive: set[int]) -> Dataset:
     """Keep the classes of `negative` (label 0) and `positive` (label 1)."""
+
     def pick(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         keep = torch.tensor([int(v) in negative | positive for v in y])
         return x[keep], torch.tensor([int(int(v) in positive) for v in y[keep]])
 
     x_tr, y_tr = pick(data.x_train, data.y_train)
     x_te, y_te = pick(data.x_test, data.y_test)
-    return replace(data, info=replace(data.info, num_classes=2), x_train=x_tr, y_train=y_tr,
-                   x_test=x_te, y_test=y_te)
+    return replace(
+        data,
+        info=replace(data.info, num_classes=2),
+        x_train=x_tr,
+        y_train=y_tr,
+        x_test=x_te,
+        y_test=y_te,
+    )
 
 
 # ---------------------------------------------------------------- 1. temperatures
@@ -63,29 +70,48 @@ def temperature_ablation(quick: bool) -> None:
     if quick:
         data = replace(data, x_train=data.x_train[:3000], y_train=data.y_train[:3000])
     gamma = 1e-3
-    print("\n## 1. Temperature ablation (Figure 1): logistic regression, MNIST 0 vs 1, t_hard = 1000")
-    print(f"   SGD on masks (lr 1.0) and weights (lr 0.05), penalty gamma = {gamma} (constant), "
-          f"no target, {len(data.x_train)} train images, 2 epochs")
-    print(f"{'t_soft':>12} | {'objective':>9} | {'train CE':>8} | {'density':>7} | {'kept':>5} | {'test acc':>8}")
+    print(
+        "\n## 1. Temperature ablation (Figure 1): logistic regression, MNIST 0 vs 1, t_hard = 1000"
+    )
+    print(
+        f"   SGD on masks (lr 1.0) and weights (lr 0.05), penalty gamma = {gamma} (constant), "
+        f"no target, {len(data.x_train)} train images, 2 epochs"
+    )
+    print(
+        f"{'t_soft':>12} | {'objective':>9} | {'train CE':>8} | {'density':>7} | {'kept':>5} | {'test acc':>8}"
+    )
     for label, t_soft in (("t_hard", 1000.0), ("t_hard/100", 10.0), ("t_hard/1000", 1.0)):
-        spec = parse_job_spec({
-            "method": "prune", "dataset": {"name": "mnist"}, "density": None,
-            "model": {"name": "mlp", "hidden": []},
-            "temperatures": {"t_hard": 1000.0, "t_soft": t_soft},
-            "penalty": {"schedule": "constant", "gamma": gamma}, "logit_init": 0.05,
-            "mask_optimizer": "sgd", "mask_lr": 1.0,
-            "training": {"epochs": 2, "batch_size": 64, "schedule": {"name": "constant"},
-                         "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.0}},
-        })
+        spec = parse_job_spec(
+            {
+                "method": "prune",
+                "dataset": {"name": "mnist"},
+                "density": None,
+                "model": {"name": "mlp", "hidden": []},
+                "temperatures": {"t_hard": 1000.0, "t_soft": t_soft},
+                "penalty": {"schedule": "constant", "gamma": gamma},
+                "logit_init": 0.05,
+                "mask_optimizer": "sgd",
+                "mask_lr": 1.0,
+                "training": {
+                    "epochs": 2,
+                    "batch_size": 64,
+                    "schedule": {"name": "constant"},
+                    "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.0},
+                },
+            }
+        )
         ctx = InMemoryContext()
         result = prune.run(spec, data, ctx)
-        from core.export import load_model
+        from archsearch.core.export import load_model
+
         model = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
         train_ce, _ = evaluate(model, data.x_train, data.y_train, torch.device("cpu"))
         kept = result.metrics["density"] * 784 * 2
         objective = train_ce + gamma * kept
-        print(f"{label:>12} | {objective:9.4f} | {train_ce:8.4f} | {result.metrics['density']:7.3f} | "
-              f"{kept:5.0f} | {result.metrics['test_accuracy']:8.4f}")
+        print(
+            f"{label:>12} | {objective:9.4f} | {train_ce:8.4f} | {result.metrics['density']:7.3f} | "
+            f"{kept:5.0f} | {result.metrics['test_accuracy']:8.4f}"
+        )
 
 
 # ---------------------------------------------------------------- 2. transfer
@@ -105,23 +131,43 @@ class TimedContext(InMemoryContext):
 
 def ap_job(density: float, seed: int, epochs: int, subset: int) -> tuple[dict[str, bytes], float]:
     """A prune job; returns its artifacts and its training time (first to last report)."""
-    spec = parse_job_spec({"method": "prune", "dataset": {"name": "mnist", "train_subset": subset},
-                           "model": PARENT, "density": density, "penalty": PENALTY,
-                           "training": {"epochs": epochs, "seed": seed}})
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            "dataset": {"name": "mnist", "train_subset": subset},
+            "model": PARENT,
+            "density": density,
+            "penalty": PENALTY,
+            "training": {"epochs": epochs, "seed": seed},
+        }
+    )
     data = load_dataset(spec.dataset, DATA_DIRS, seed=seed)
     ctx = TimedContext()
     prune.run(spec, data, ctx)
     return ctx.artifacts, ctx.last - ctx.first
 
 
-def imp_jobs(densities: list[float], seed: int, epochs: int, subset: int, ap_artifacts: dict[float, dict[str, bytes]]):
-    spec = parse_job_spec({"method": "prune", "dataset": {"name": "mnist", "train_subset": subset},
-                           "model": PARENT, "training": {"epochs": epochs, "seed": seed}})
+def imp_jobs(
+    densities: list[float],
+    seed: int,
+    epochs: int,
+    subset: int,
+    ap_artifacts: dict[float, dict[str, bytes]],
+):
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            "dataset": {"name": "mnist", "train_subset": subset},
+            "model": PARENT,
+            "training": {"epochs": epochs, "seed": seed},
+        }
+    )
     data = load_dataset(spec.dataset, DATA_DIRS, seed=seed)
     seed_everything(seed)
     model = build_masked_model(spec, Architecture(spec.model, data.input_shape, data.num_classes))
-    result = iterative_magnitude_pruning(model, data, spec.training, InMemoryContext(), densities,
-                                         params=weight_params(model))
+    result = iterative_magnitude_pruning(
+        model, data, spec.training, InMemoryContext(), densities, params=weight_params(model)
+    )
     jobs = {}
     for d in densities:
         masks = {k: v.to(torch.bool) for k, v in result.masks[d].items()}
@@ -129,13 +175,20 @@ def imp_jobs(densities: list[float], seed: int, epochs: int, subset: int, ap_art
     return jobs, result
 
 
-def transfer_accuracy(job: dict[str, bytes], mask: str, target: tuple[str, int], seed: int,
-                      test_size: int) -> float:
+def transfer_accuracy(
+    job: dict[str, bytes], mask: str, target: tuple[str, int], seed: int, test_size: int
+) -> float:
     dataset, shots = target
     epochs = {10: 60, 50: 25, 500: 6}.get(shots, 10)
-    spec = parse_job_spec({"method": "transfer", "source_job": "src", "mask": mask,
-                           "dataset": {"name": dataset, "samples_per_class": shots},
-                           "training": {"epochs": epochs, "batch_size": 64, "seed": seed}})
+    spec = parse_job_spec(
+        {
+            "method": "transfer",
+            "source_job": "src",
+            "mask": mask,
+            "dataset": {"name": dataset, "samples_per_class": shots},
+            "training": {"epochs": epochs, "batch_size": 64, "seed": seed},
+        }
+    )
     data = load_dataset(spec.dataset, DATA_DIRS, seed=seed)
     data = replace(data, x_test=data.x_test[:test_size], y_test=data.y_test[:test_size])
     result = transfer.run(spec, data, InMemoryContext(other_jobs={"src": job}))
@@ -152,7 +205,9 @@ def transfer_benchmark(quick: bool) -> None:
     epochs, subset, test_size = (2, 6000, 2000) if quick else (4, 12000, 5000)
     masks = ["learned", "random", "imp", "reshuffle"]
     acc: dict[tuple[float, str, tuple[str, int]], list[float]] = {}
-    costs: dict[float, dict[str, list[float]]] = {d: {"ap_s": [], "imp_s": [], "imp_rounds": []} for d in densities}
+    costs: dict[float, dict[str, list[float]]] = {
+        d: {"ap_s": [], "imp_s": [], "imp_rounds": []} for d in densities
+    }
     for seed in seeds:
         ap = {}
         for d in densities:
@@ -165,28 +220,38 @@ def transfer_benchmark(quick: bool) -> None:
             for mask in masks:
                 for target in targets:
                     acc.setdefault((d, mask, target), []).append(
-                        transfer_accuracy(jobs[d], mask, target, seed, test_size))
+                        transfer_accuracy(jobs[d], mask, target, seed, test_size)
+                    )
         print(f"   (seed {seed} done)", flush=True)
-    print("\n## 2. Prune on MNIST (MLP 784-300-100-10, "
-          f"{subset} images, {epochs} epochs per training), transfer to Fashion-MNIST few-shot")
-    print(f"   test accuracy on {test_size} test images of the target, mean±std over seeds {seeds}; "
-          "AP = two-temperature pruning (learned mask)")
+    print(
+        "\n## 2. Prune on MNIST (MLP 784-300-100-10, "
+        f"{subset} images, {epochs} epochs per training), transfer to Fashion-MNIST few-shot"
+    )
+    print(
+        f"   test accuracy on {test_size} test images of the target, mean±std over seeds {seeds}; "
+        "AP = two-temperature pruning (learned mask)"
+    )
     header = f"{'density':>7} | {'target':>13} | {'shots/class':>11} | " + " | ".join(
-        f"{m if m != 'learned' else 'AP':>11}" for m in masks)
+        f"{m if m != 'learned' else 'AP':>11}" for m in masks
+    )
     print(header)
     for d in densities:
         for target in targets:
             row = " | ".join(f"{mean_std(acc[(d, m, target)]):>11}" for m in masks)
             print(f"{d:7.2f} | {target[0]:>13} | {target[1]:11d} | {row}")
     print("\n   Training cost of finding the mask (AP: one pass; IMP: one training per round)")
-    print(f"{'density':>7} | {'AP epochs':>9} | {'IMP rounds':>10} | {'IMP epochs':>10} | {'epoch ratio AP/IMP':>18} | "
-          f"{'AP train s':>10} | {'IMP s':>7} | {'time ratio AP/IMP':>17}")
+    print(
+        f"{'density':>7} | {'AP epochs':>9} | {'IMP rounds':>10} | {'IMP epochs':>10} | {'epoch ratio AP/IMP':>18} | "
+        f"{'AP train s':>10} | {'IMP s':>7} | {'time ratio AP/IMP':>17}"
+    )
     for d in densities:
         c = costs[d]
         rounds = statistics.mean(c["imp_rounds"])
         ap_s, imp_s = statistics.mean(c["ap_s"]), statistics.mean(c["imp_s"])
-        print(f"{d:7.2f} | {epochs:9d} | {rounds:10.0f} | {rounds * epochs:10.0f} | {epochs / (rounds * epochs):18.3f} | "
-              f"{ap_s:10.1f} | {imp_s:7.1f} | {ap_s / imp_s:17.3f}")
+        print(
+            f"{d:7.2f} | {epochs:9d} | {rounds:10.0f} | {rounds * epochs:10.0f} | {epochs / (rounds * epochs):18.3f} | "
+            f"{ap_s:10.1f} | {imp_s:7.1f} | {ap_s / imp_s:17.3f}"
+        )
 
 
 # ---------------------------------------------------------------- 3. weight-free
@@ -202,7 +267,9 @@ def auc(model: torch.nn.Module, data: Dataset) -> float:
     return float(roc_auc_score(data.y_test.numpy(), score.numpy()))
 
 
-def real_to_bin(real_state: dict[str, torch.Tensor], data: Dataset, arch: Architecture) -> torch.nn.Module:
+def real_to_bin(
+    real_state: dict[str, torch.Tensor], data: Dataset, arch: Architecture
+) -> torch.nn.Module:
     """Eq. (13): w' = 1[w - xi > 0], xi the percentile of w (10th..90th) with the lowest train loss."""
     weights = torch.cat([real_state[f"layers.{i}.weight"].flatten() for i in range(2)])
     best, best_loss = None, float("inf")
@@ -221,33 +288,68 @@ def real_to_bin(real_state: dict[str, torch.Tensor], data: Dataset, arch: Archit
 
 def weight_free_benchmark(quick: bool) -> None:
     data = two_class(load_dataset(DatasetRef(name="digits"), DATA_DIRS), {1, 2, 3}, {4, 5, 6})
-    arch = Architecture(parse_job_spec({"method": "train", "dataset": {"name": "digits"}, "model": FREE_MODEL}).model,
-                        data.input_shape, 2)
+    arch = Architecture(
+        parse_job_spec(
+            {"method": "train", "dataset": {"name": "digits"}, "model": FREE_MODEL}
+        ).model,
+        data.input_shape,
+        2,
+    )
     seeds = [0, 1] if quick else [0, 1, 2, 3, 4]
     scores: dict[str, list[float]] = {k: [] for k in ("bin", "bin -> real", "real", "real -> bin")}
     densities: list[float] = []
     for seed in seeds:
-        common = {"dataset": {"name": "digits"}, "model": FREE_MODEL,
-                  "training": {"epochs": 30, "batch_size": 32, "seed": seed}}
-        bin_spec = parse_job_spec({"method": "prune", **common, "weights": "free", "density": None,
-                                   "penalty": {"schedule": "constant", "gamma": 1e-6},
-                                   "temperatures": {"t_hard": 50, "t_soft": 5}, "finetune_epochs": 30})
+        common = {
+            "dataset": {"name": "digits"},
+            "model": FREE_MODEL,
+            "training": {"epochs": 30, "batch_size": 32, "seed": seed},
+        }
+        bin_spec = parse_job_spec(
+            {
+                "method": "prune",
+                **common,
+                "weights": "free",
+                "density": None,
+                "penalty": {"schedule": "constant", "gamma": 1e-6},
+                "temperatures": {"t_hard": 50, "t_soft": 5},
+                "finetune_epochs": 30,
+            }
+        )
         ctx = InMemoryContext()
         result = prune.run(bin_spec, data, ctx)
         densities.append(result.metrics["density"])
-        from core.export import load_model
-        scores["bin"].append(auc(load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"]), data))
-        scores["bin -> real"].append(auc(load_model(ctx.artifacts["architecture-finetuned.json"],
-                                                    ctx.artifacts["model-finetuned.safetensors"]), data))
+        from archsearch.core.export import load_model
+
+        scores["bin"].append(
+            auc(
+                load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"]),
+                data,
+            )
+        )
+        scores["bin -> real"].append(
+            auc(
+                load_model(
+                    ctx.artifacts["architecture-finetuned.json"],
+                    ctx.artifacts["model-finetuned.safetensors"],
+                ),
+                data,
+            )
+        )
         real_ctx = InMemoryContext()
         train.run(parse_job_spec({"method": "train", **common}), data, real_ctx)
-        real = load_model(real_ctx.artifacts["architecture.json"], real_ctx.artifacts["model.safetensors"])
+        real = load_model(
+            real_ctx.artifacts["architecture.json"], real_ctx.artifacts["model.safetensors"]
+        )
         scores["real"].append(auc(real, data))
         scores["real -> bin"].append(auc(real_to_bin(real.state_dict(), data, arch), data))
-    print("\n## 3. Weight-free networks: digits {1,2,3} vs {4,5,6}, MLP 64-64(tanh)-2, "
-          f"test AUC over seeds {seeds} ({len(data.x_train)} train / {len(data.x_test)} test images)")
-    print(f"   bin = masks only, weights one (M_hard = 50, M_soft = 5, no density target; "
-          f"mean density {statistics.mean(densities):.3f}); bin -> real = fresh real weights on its support")
+    print(
+        "\n## 3. Weight-free networks: digits {1,2,3} vs {4,5,6}, MLP 64-64(tanh)-2, "
+        f"test AUC over seeds {seeds} ({len(data.x_train)} train / {len(data.x_test)} test images)"
+    )
+    print(
+        f"   bin = masks only, weights one (M_hard = 50, M_soft = 5, no density target; "
+        f"mean density {statistics.mean(densities):.3f}); bin -> real = fresh real weights on its support"
+    )
     print(f"{'method':>12} | {'AUC':>11} | {'median':>6}")
     for name, values in scores.items():
         print(f"{name:>12} | {mean_std(values):>11} | {statistics.median(values):6.3f}")

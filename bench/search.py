@@ -27,16 +27,16 @@ import torch.nn.functional as F
 # Measure this checkout, whatever copy of the project is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.context import InMemoryContext
-from core.data.loaders import Dataset, load_dataset
-from core.methods import get_method
-from core.methods.search import train_wiring
-from core.models import Architecture, create_model
-from core.search.strategies import searchable_edges
-from core.spec import parse_job_spec
-from core.spec.common import DatasetRef
-from core.spec.graph_models import MobileNetDNWConfig, NeuralGraphConfig
-from core.training import evaluate, seed_everything
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import Dataset, load_dataset
+from archsearch.core.methods import get_method
+from archsearch.core.methods.search import train_wiring
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.search.strategies import searchable_edges
+from archsearch.core.spec import parse_job_spec
+from archsearch.core.spec.common import DatasetRef
+from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
+from archsearch.core.training import evaluate, seed_everything
 
 DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
 
@@ -92,13 +92,23 @@ def load_fashion(train: int, test: int) -> Dataset:
     return replace(data, x_test=data.x_test[:test], y_test=data.y_test[:test])
 
 
-def accuracy(data: Dataset, model: dict[str, Any], strategy: str, seed: int, epochs: int) -> dict[str, float]:
-    spec = parse_job_spec({
-        "method": "search", "dataset": {"name": "fashion_mnist"}, "model": model,
-        "search": {"strategy": strategy},
-        "training": {"epochs": epochs, "batch_size": 128, "seed": seed,
-                     "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}},
-    })
+def accuracy(
+    data: Dataset, model: dict[str, Any], strategy: str, seed: int, epochs: int
+) -> dict[str, float]:
+    spec = parse_job_spec(
+        {
+            "method": "search",
+            "dataset": {"name": "fashion_mnist"},
+            "model": model,
+            "search": {"strategy": strategy},
+            "training": {
+                "epochs": epochs,
+                "batch_size": 128,
+                "seed": seed,
+                "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4},
+            },
+        }
+    )
     return get_method("search")(spec, data, InMemoryContext()).metrics
 
 
@@ -107,9 +117,13 @@ def _mean_std(values: list[float]) -> str:
     return f"{100 * statistics.mean(values):5.2f} +- {100 * std:4.2f}"
 
 
-def accuracy_table(data: Dataset, settings: dict[str, dict[str, Any]], seeds: list[int], epochs: int) -> None:
-    print(f"{'setting':22s} {'strategy':13s} {'test acc % (mean +- std)':26s} {'real edges':>10s} "
-          f"{'compact MACs':>12s} {'dead nodes':>10s} {'sec/run':>8s}")
+def accuracy_table(
+    data: Dataset, settings: dict[str, dict[str, Any]], seeds: list[int], epochs: int
+) -> None:
+    print(
+        f"{'setting':22s} {'strategy':13s} {'test acc % (mean +- std)':26s} {'real edges':>10s} "
+        f"{'compact MACs':>12s} {'dead nodes':>10s} {'sec/run':>8s}"
+    )
     for label, model in settings.items():
         for strategy in ("dnw", "random_graph", "complete"):
             results, start = [], time.perf_counter()
@@ -117,29 +131,43 @@ def accuracy_table(data: Dataset, settings: dict[str, dict[str, Any]], seeds: li
                 results.append(accuracy(data, model, strategy, seed, epochs))
             per_run = (time.perf_counter() - start) / len(seeds)
             accs = [r["test_accuracy"] for r in results]
-            print(f"{label:22s} {strategy:13s} {_mean_std(accs):26s} {results[0]['real_edges']:10.0f} "
-                  f"{statistics.mean(r['macs'] for r in results):12.0f} "
-                  f"{statistics.mean(r['removed_nodes'] for r in results):10.1f} {per_run:8.1f}", flush=True)
+            print(
+                f"{label:22s} {strategy:13s} {_mean_std(accs):26s} {results[0]['real_edges']:10.0f} "
+                f"{statistics.mean(r['macs'] for r in results):12.0f} "
+                f"{statistics.mean(r['removed_nodes'] for r in results):10.1f} {per_run:8.1f}",
+                flush=True,
+            )
 
 
-def _train_fixed(data: Dataset, model: dict[str, Any], seed: int, epochs: int,
-                 mask: torch.Tensor | None) -> tuple[float, torch.Tensor]:
+def _train_fixed(
+    data: Dataset, model: dict[str, Any], seed: int, epochs: int, mask: torch.Tensor | None
+) -> tuple[float, torch.Tensor]:
     """Train with the random graph's init; `mask` given: that wiring, fixed. Returns the
     test accuracy and the final real-edge mask."""
     strategy = "random_graph" if mask is not None else "dnw"
-    spec = parse_job_spec({
-        "method": "search", "dataset": {"name": "fashion_mnist"}, "model": model,
-        "search": {"strategy": strategy},
-        "training": {"epochs": epochs, "batch_size": 128, "seed": seed,
-                     "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}},
-    })
+    spec = parse_job_spec(
+        {
+            "method": "search",
+            "dataset": {"name": "fashion_mnist"},
+            "model": model,
+            "search": {"strategy": strategy},
+            "training": {
+                "epochs": epochs,
+                "batch_size": 128,
+                "seed": seed,
+                "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4},
+            },
+        }
+    )
     seed_everything(seed)
     net = create_model(Architecture(spec.model, data.input_shape, data.num_classes))
     edges = searchable_edges(net)[0]
     if mask is not None:
         edges.set_mask(mask)
     train_wiring(net, spec, data, InMemoryContext(), [edges.k])
-    return evaluate(net, data.x_test, data.y_test, torch.device("cpu"))[1], edges.mask.bool().clone()
+    return evaluate(net, data.x_test, data.y_test, torch.device("cpu"))[
+        1
+    ], edges.mask.bool().clone()
 
 
 def wiring_quality(data: Dataset, model: dict[str, Any], seeds: list[int], epochs: int) -> None:
@@ -150,7 +178,9 @@ def wiring_quality(data: Dataset, model: dict[str, Any], seeds: list[int], epoch
         found.append(accuracy_dnw)
         retrained.append(_train_fixed(data, model, seed, epochs, mask)[0])
     print(f"{'dnw (searching while training)':44s} {_mean_std(found)}")
-    print(f"{'dnw wiring, retrained fixed from the RG init':44s} {_mean_std(retrained)}", flush=True)
+    print(
+        f"{'dnw wiring, retrained fixed from the RG init':44s} {_mean_std(retrained)}", flush=True
+    )
 
 
 def main() -> None:
@@ -162,29 +192,46 @@ def main() -> None:
 
     print("== 1. training-step cost: DNW (straight-through top-k) / complete graph (dense) ==")
     print(f"{'model':34s} {'batch':>5s} {'DNW s/step':>11s} {'dense s/step':>12s} {'ratio':>6s}")
-    cases = [("tiny static graph (default)", NeuralGraphConfig(), 128, 10),
-             ("tiny static graph (paper size)", NeuralGraphConfig(
-                 input_nodes=32, hidden_blocks=(192, 192, 192, 92), output_nodes=100, density=0.125), 64, 3),
-             ("MobileNetV1-DNW x0.25, 28x28", MobileNetDNWConfig(width=0.25), 128, 1)]
+    cases = [
+        ("tiny static graph (default)", NeuralGraphConfig(), 128, 10),
+        (
+            "tiny static graph (paper size)",
+            NeuralGraphConfig(
+                input_nodes=32, hidden_blocks=(192, 192, 192, 92), output_nodes=100, density=0.125
+            ),
+            64,
+            3,
+        ),
+        ("MobileNetV1-DNW x0.25, 28x28", MobileNetDNWConfig(width=0.25), 128, 1),
+    ]
     for label, config, batch, steps in cases:
         dnw_t, dense_t, ratio = time_step_ratio(config, batch, steps, reps)
         print(f"{label:34s} {batch:5d} {dnw_t:11.4f} {dense_t:12.4f} {ratio:6.3f}", flush=True)
 
     train, test, epochs = (2000, 1000, 2) if args.quick else (6000, 2000, 4)
     seeds = [0] if args.quick else [0, 1, 2]
-    print(f"\n== 2. Fashion-MNIST accuracy at the same edge budget: {train} training images, "
-          f"{test} test images, {epochs} epochs, SGD lr 0.1 momentum 0.9 wd 1e-4, cosine, "
-          f"batch 128, seeds {seeds} ==")
+    print(
+        f"\n== 2. Fashion-MNIST accuracy at the same edge budget: {train} training images, "
+        f"{test} test images, {epochs} epochs, SGD lr 0.1 momentum 0.9 wd 1e-4, cosine, "
+        f"batch 128, seeds {seeds} =="
+    )
     settings = {
         "static conv (tiny)": {"name": "neural_graph"},
         "discrete conv T=4": {"name": "neural_graph", "setting": "discrete"},
-        "static MLP-style": {"name": "neural_graph", "node_op": "act", "hidden_blocks": [64, 64],
-                             "output_nodes": 32, "density": 0.02},
+        "static MLP-style": {
+            "name": "neural_graph",
+            "node_op": "act",
+            "hidden_blocks": [64, 64],
+            "output_nodes": 32,
+            "density": 0.02,
+        },
     }
     data = load_fashion(train, test)
     accuracy_table(data, settings, seeds, epochs)
-    print("\n== 3. wiring quality, static conv (tiny), same setting: the random_graph row above "
-          "vs DNW's final wiring trained again, fixed, from the random graph's init ==")
+    print(
+        "\n== 3. wiring quality, static conv (tiny), same setting: the random_graph row above "
+        "vs DNW's final wiring trained again, fixed, from the random graph's init =="
+    )
     wiring_quality(data, settings["static conv (tiny)"], seeds, epochs)
 
 

@@ -28,11 +28,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from client import ArchsearchClient  # noqa: E402
-from jobs.migrate import upgrade  # noqa: E402
+from archsearch.client import ArchsearchClient  # noqa: E402
+from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from tests.service import procs  # noqa: E402
 
-QUICK_JOB = {"method": "train", "dataset": {"name": "digits", "train_subset": 64}, "training": {"epochs": 1}}
+QUICK_JOB = {
+    "method": "train",
+    "dataset": {"name": "digits", "train_subset": 64},
+    "training": {"epochs": 1},
+}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -68,14 +72,17 @@ async def _hammer(url: str, seconds: float, concurrency: int, headers: dict[str,
             assert response.status_code == 200, response.text
             count += 1
 
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency), headers=headers) as client:
+    async with httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=concurrency), headers=headers
+    ) as client:
         start = time.perf_counter()
         await asyncio.gather(*(one_client(client) for _ in range(concurrency)))
         return count / (time.perf_counter() - start)
 
 
-def throughput(ours: str, bare: str, seconds: float, rounds: int, headers: dict[str, str],
-               concurrency: int = 8) -> tuple[list[float], list[float]]:
+def throughput(
+    ours: str, bare: str, seconds: float, rounds: int, headers: dict[str, str], concurrency: int = 8
+) -> tuple[list[float], list[float]]:
     our_rates, bare_rates = [], []
     for _ in range(rounds):  # interleaved, so drift on a shared machine hits both alike
         our_rates.append(asyncio.run(_hammer(ours, seconds, concurrency, headers)))
@@ -98,15 +105,21 @@ def main() -> None:
         upgrade(pg_url)
         token = procs.user_with_token(pg_url)  # team mode, as deployed: every request has a token
         tmp = Path(tempfile.mkdtemp(prefix="archsearch-bench-"))
-        env = {"ARCHSEARCH_DATABASE_URL": pg_url, "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
-               "ARCHSEARCH_QUEUE_NAME": f"bench-{name}", "ARCHSEARCH_HOME": str(tmp),
-               "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets")}
+        env = {
+            "ARCHSEARCH_DATABASE_URL": pg_url,
+            "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
+            "ARCHSEARCH_QUEUE_NAME": f"bench-{name}",
+            "ARCHSEARCH_HOME": str(tmp),
+            "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets"),
+        }
         api_port, bare_port = procs.free_port(), procs.free_port()
         api = procs.start("api", ["api", "--port", str(api_port)], env, tmp)
         started.append(api)
         worker = procs.start("worker", ["worker", "-n", f"bench-{name}@%h"], env, tmp)
         started.append(worker)
-        bare_proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_bare_app.py")), str(bare_port)])
+        bare_proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_bare_app.py")), str(bare_port)]
+        )
         procs.wait_http(f"http://127.0.0.1:{api_port}/healthz", api)
         procs.wait_log(worker, "ready.", timeout=90)
         _wait_bare(bare_port)
@@ -115,9 +128,13 @@ def main() -> None:
             client.wait(client.submit(QUICK_JOB)["id"], timeout=120)  # warm the pool process
             latencies = submit_to_running(client, args.jobs)
             job_id = client.list_jobs(limit=1)["data"][0]["id"]
-        ours, bare = throughput(f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}",
-                                f"http://127.0.0.1:{bare_port}/v1/jobs/{job_id}", args.seconds, args.rounds,
-                                headers={"Authorization": f"Bearer {token}"})
+        ours, bare = throughput(
+            f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}",
+            f"http://127.0.0.1:{bare_port}/v1/jobs/{job_id}",
+            args.seconds,
+            args.rounds,
+            headers={"Authorization": f"Bearer {token}"},
+        )
         report(latencies, ours, bare)
     finally:
         for proc in started:
@@ -140,14 +157,18 @@ def _wait_bare(port: int) -> None:
 def report(latencies: list[float], ours: list[float], bare: list[float]) -> None:
     median, p95 = statistics.median(latencies), percentile(latencies, 0.95)
     ratio = statistics.median(o / b for o, b in zip(ours, bare, strict=True))
-    print(f"submit -> running over {len(latencies)} jobs (idle worker): "
-          f"median {median:.1f} ms, p95 {p95:.1f} ms, max {max(latencies):.1f} ms  "
-          f"[target median < 100 ms: {'met' if median < 100 else 'MISSED'}]")
+    print(
+        f"submit -> running over {len(latencies)} jobs (idle worker): "
+        f"median {median:.1f} ms, p95 {p95:.1f} ms, max {max(latencies):.1f} ms  "
+        f"[target median < 100 ms: {'met' if median < 100 else 'MISSED'}]"
+    )
     print("GET /v1/jobs/{id} throughput, requests/s per round (8 concurrent clients):")
     print("  archsearch: " + ", ".join(f"{r:.0f}" for r in ours))
     print("  bare route: " + ", ".join(f"{r:.0f}" for r in bare))
-    print(f"  ratio archsearch / bare (median of rounds): {ratio:.2f}  "
-          f"[target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'}]")
+    print(
+        f"  ratio archsearch / bare (median of rounds): {ratio:.2f}  "
+        f"[target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'}]"
+    )
 
 
 if __name__ == "__main__":

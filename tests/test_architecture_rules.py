@@ -16,19 +16,21 @@ def test_import_contracts_hold() -> None:
 
 def test_api_process_never_loads_torch() -> None:
     code = (
-        "import sys; import api.app, api.routes.jobs, api.routes.artifacts, api.routes.datasets, "
-        "jobs.service, jobs.validation, jobs.queue, client, cli.main; "
-        "loaded = [m for m in ('torch', 'worker', 'worker.tasks') if m in sys.modules]; "
+        "import sys; import archsearch.api.app, archsearch.api.routes.jobs, archsearch.api.routes.artifacts, archsearch.api.routes.datasets, "
+        "archsearch.jobs.domain.service, archsearch.jobs.domain.validation, archsearch.jobs.platform.broker, archsearch.client, archsearch.cli.main; "
+        "loaded = [m for m in ('torch', 'archsearch.worker', 'archsearch.worker.tasks', 'archsearch.jobs.runtime') if m in sys.modules]; "
         "assert not loaded, loaded"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_core_reads_no_environment() -> None:
     offenders = [
         str(path.relative_to(REPO_ROOT))
-        for path in (REPO_ROOT / "core").rglob("*.py")
+        for path in (REPO_ROOT / "archsearch" / "core").rglob("*.py")
         if "os.environ" in path.read_text() or "getenv(" in path.read_text()
     ]
     assert offenders == []

@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from cli.main import main
-from core.spec import METHOD_NAMES
+from archsearch.cli.main import main
+from archsearch.core.spec import METHOD_NAMES
 
 
 def test_spec_schema_lists_every_field_of_every_method() -> None:

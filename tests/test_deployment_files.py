@@ -8,8 +8,8 @@ import shlex
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
-from jobs.settings import Settings
+from archsearch.cli.main import main
+from archsearch.jobs.platform.settings import Settings
 from tests.conftest import REPO_ROOT
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
@@ -25,7 +25,9 @@ def test_every_variable_is_a_setting() -> None:
     for name, service in archsearch_services().items():
         unknown = set(service["environment"]) - fields
         assert not unknown, f"{name}: {unknown} are not settings"
-        Settings(**{k.removeprefix("ARCHSEARCH_").lower(): v for k, v in service["environment"].items()})
+        Settings(
+            **{k.removeprefix("ARCHSEARCH_").lower(): v for k, v in service["environment"].items()}
+        )
 
 
 def test_every_command_is_a_cli_command() -> None:
@@ -52,6 +54,8 @@ def test_team_stack_shape() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     readme_blocks = (REPO_ROOT / "README.md").read_text().split("```bash\n")
-    install_and_serve, install_and_test = (block.split("\n```")[0].strip() for block in readme_blocks[1:3])
+    install_and_serve, install_and_test = (
+        block.split("\n```")[0].strip() for block in readme_blocks[1:3]
+    )
     assert install_and_serve.endswith("archsearch serve")
     assert install_and_test in (REPO_ROOT / ".ci" / "run").read_text().splitlines()

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.data.catalog import BUILTIN_DATASETS, available_datasets, require_available
-from core.data.idx import parse_idx, read_idx
-from core.data.loaders import load_dataset
-from core.errors import DatasetUnavailableError, UnknownDatasetError
-from core.spec import DatasetRef
+from archsearch.core.data.catalog import BUILTIN_DATASETS, available_datasets, require_available
+from archsearch.core.data.idx import parse_idx, read_idx
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.errors import DatasetUnavailableError, UnknownDatasetError
+from archsearch.core.spec import DatasetRef
 
 # Published class counts of the MNIST training split.
 MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]

@@ -5,9 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from core.export import count_macs, count_parameters, tensors_from_bytes, tensors_to_bytes
-from core.models import Architecture, create_model
-from core.spec import CNNConfig, MLPConfig
+from archsearch.core.export import (
+    count_macs,
+    count_parameters,
+    tensors_from_bytes,
+    tensors_to_bytes,
+)
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.spec import CNNConfig, MLPConfig
 
 
 def test_mlp_macs_are_the_sum_of_weight_matrix_sizes() -> None:

@@ -12,27 +12,31 @@ import torch.nn.functional as F
 from pydantic import ValidationError
 from torch import nn
 
-from core.context import InMemoryContext
-from core.data.loaders import load_dataset
-from core.errors import JobCancelled
-from core.export import load_model
-from core.growth import cnn_step
-from core.growth.layer_step import LayerPolicy
-from core.methods import get_method
-from core.models import Architecture, create_model
-from core.spec import GrowJob, parse_job_spec
-from core.spec.models import CNNConfig
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.errors import JobCancelled
+from archsearch.core.export import load_model
+from archsearch.core.growth import cnn_step
+from archsearch.core.growth.layer_step import LayerPolicy
+from archsearch.core.methods import get_method
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.spec import GrowJob, parse_job_spec
+from archsearch.core.spec.model_configs import CNNConfig
 
 
 @pytest.fixture(scope="module")
 def digits():
-    return load_dataset(parse_job_spec({"method": "grow", "dataset": {"name": "digits"}}).dataset, (), 0)
+    return load_dataset(
+        parse_job_spec({"method": "grow", "dataset": {"name": "digits"}}).dataset, (), 0
+    )
 
 
 def toy() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """A registry CNN (2 convs of 2 channels, a head of 3, tanh, no pool) on a fixed problem."""
     torch.manual_seed(0)
-    config = CNNConfig(channels=(2, 2), hidden=(3,), activation="tanh", batch_norm=False, pool=False)
+    config = CNNConfig(
+        channels=(2, 2), hidden=(3,), activation="tanh", batch_norm=False, pool=False
+    )
     model = create_model(Architecture(config, (1, 6, 6), 4)).double()
     x = torch.randn(200, 1, 6, 6, dtype=torch.float64)  # n > the head's fan-in 2 * 36 + 1
     y = (x[:, 0, :3].sum((1, 2)) > 0).long() + 2 * (x[:, 0, :, :3].mean((1, 2)) > 0).long()
@@ -92,15 +96,24 @@ def test_channels_first_order_gain_matches_the_real_network(i: int) -> None:
     with torch.no_grad():
         logits_both, _ = pre_activation(widened(model, i, dw, neurons, gamma, gamma), i, x)
     measured = loss.item() - F.cross_entropy(logits_both, y).item()
-    predicted = gamma * (cnn_step.dw_rate(stats, layers[i + 1], dw)
-                         - cnn_step.first_order_rate(model.act, layers, stats, i, neurons))
+    predicted = gamma * (
+        cnn_step.dw_rate(stats, layers[i + 1], dw)
+        - cnn_step.first_order_rate(model.act, layers, stats, i, neurons)
+    )
     assert predicted > 0 and abs(measured - predicted) <= 0.1 * predicted
 
 
 def widened(model: nn.Module, i: int, dw, neurons, gamma0: float, gamma: float) -> nn.Module:
     """A copy of `model` grown at chain layer i through the registry modules."""
-    grown = create_model(Architecture(CNNConfig(channels=(2, 2), hidden=(3,), activation="tanh",
-                                                batch_norm=False, pool=False), (1, 6, 6), 4)).double()
+    grown = create_model(
+        Architecture(
+            CNNConfig(
+                channels=(2, 2), hidden=(3,), activation="tanh", batch_norm=False, pool=False
+            ),
+            (1, 6, 6),
+            4,
+        )
+    ).double()
     grown.load_state_dict(model.state_dict())
     cnn_step.apply_pair(grown, cnn_step.chain(grown, (6, 6)), i, dw, neurons, gamma0, gamma)
     assert cnn_step.chain(grown, (6, 6))[i].out_channels == 2 + (i == 2) + neurons.count
@@ -113,27 +126,51 @@ def test_zero_amplitude_channels_leave_the_function_unchanged(i: int) -> None:
     before = model(x).detach()
     layers = cnn_step.chain(model, (6, 6))
     stats = cnn_step.PairStats(layers, model.act, x, y, i)
-    dw, neurons = cnn_step.solve_pair(layers, stats, i, LayerPolicy(max_neurons=3, rel_threshold=0.0))
+    dw, neurons = cnn_step.solve_pair(
+        layers, stats, i, LayerPolicy(max_neurons=3, rel_threshold=0.0)
+    )
     cnn_step.apply_pair(model, layers, i, dw, neurons, 0.0, 0.0)
-    assert cnn_step.chain(model, (6, 6))[i].out_channels == layers[i].out_channels + neurons.count > layers[i].out_channels
+    assert (
+        cnn_step.chain(model, (6, 6))[i].out_channels
+        == layers[i].out_channels + neurons.count
+        > layers[i].out_channels
+    )
     torch.testing.assert_close(model(x), before, rtol=0, atol=1e-12)
 
 
 def cnn_job(**growth) -> GrowJob:
-    spec = {"method": "grow", "dataset": {"name": "digits"}, "training": {"epochs": 4, "seed": 3},
-            "growth": {"family": "cnn", "initial_channels": [1, 1], "max_growth_steps": 4,
-                       "steps_between_growth": 10, "baseline": False, **growth}}
+    spec = {
+        "method": "grow",
+        "dataset": {"name": "digits"},
+        "training": {"epochs": 4, "seed": 3},
+        "growth": {
+            "family": "cnn",
+            "initial_channels": [1, 1],
+            "max_growth_steps": 4,
+            "steps_between_growth": 10,
+            "baseline": False,
+            **growth,
+        },
+    }
     return parse_job_spec(spec)  # type: ignore[return-value]
 
 
 def test_cnn_spec_defaults_and_validation() -> None:
     assert parse_job_spec({"method": "grow", "dataset": {"name": "digits"}}).growth.family == "mlp"
-    cnn = parse_job_spec({"method": "grow", "dataset": {"name": "digits"}, "growth": {"family": "cnn"}})
+    cnn = parse_job_spec(
+        {"method": "grow", "dataset": {"name": "digits"}, "growth": {"family": "cnn"}}
+    )
     # Convs feed the classifier unless a head is asked for; smaller steps than the MLP's.
-    assert (cnn.growth.initial_hidden, cnn.growth.max_growth_steps, cnn.growth.max_neurons_per_step) == ((), 6, 8)
+    assert (
+        cnn.growth.initial_hidden,
+        cnn.growth.max_growth_steps,
+        cnn.growth.max_neurons_per_step,
+    ) == ((), 6, 8)
     assert cnn_job(initial_hidden=[4], max_growth_steps=2).growth.initial_hidden == (4,)
     with pytest.raises(ValidationError, match="family"):
-        parse_job_spec({"method": "grow", "dataset": {"name": "digits"}, "growth": {"family": "vgg"}})
+        parse_job_spec(
+            {"method": "grow", "dataset": {"name": "digits"}, "growth": {"family": "vgg"}}
+        )
 
 
 def test_cnn_grow_job_grows_channels_and_reloads_as_a_registry_cnn(digits) -> None:
@@ -143,9 +180,16 @@ def test_cnn_grow_job_grows_channels_and_reloads_as_a_registry_cnn(digits) -> No
     widths = growth["final_widths"]
     assert widths[0] > 1 and widths[1] > 1 and len(growth["steps"]) == 4
     assert all(layer["measured_decrease"] >= 0 for s in growth["steps"] for layer in s["layers"])
-    assert result.metrics["test_accuracy"] >= 0.9  # chance is 0.1; measured 0.967 ([1, 1] -> [30, 33])
+    assert (
+        result.metrics["test_accuracy"] >= 0.9
+    )  # chance is 0.1; measured 0.967 ([1, 1] -> [30, 33])
     arch = json.loads(ctx.artifacts["architecture.json"])["model"]
-    assert (arch["name"], arch["channels"], arch["pool"], arch["batch_norm"]) == ("cnn", widths, False, False)
+    assert (arch["name"], arch["channels"], arch["pool"], arch["batch_norm"]) == (
+        "cnn",
+        widths,
+        False,
+        False,
+    )
     model = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
     accuracy = (model(digits.x_test).argmax(1) == digits.y_test).float().mean().item()
     assert accuracy == pytest.approx(result.metrics["test_accuracy"])
@@ -153,7 +197,8 @@ def test_cnn_grow_job_grows_channels_and_reloads_as_a_registry_cnn(digits) -> No
 
 def test_cnn_stopped_run_resumes_to_the_same_widths(digits) -> None:
     spec = cnn_job(max_growth_steps=3).model_copy(
-        update={"training": cnn_job().training.model_copy(update={"epochs": 1})})
+        update={"training": cnn_job().training.model_copy(update={"epochs": 1})}
+    )
     full = InMemoryContext()
     get_method("grow")(spec, digits, full)
     interrupted = InMemoryContext(stop_after_reports=25)  # between the 2nd and 3rd growth steps

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.growth import conv
+from archsearch.core.growth import conv
 
 
 class TinyCNN(nn.Module):
@@ -28,7 +28,7 @@ def problem():
     torch.manual_seed(0)
     model = TinyCNN().double()
     x = torch.randn(64, 1, 6, 6, dtype=torch.float64)
-    y = ((x[:, 0, :3].sum((1, 2)) > 0).long() + 2 * (x[:, 0, :, :3].mean((1, 2)) > 0).long())
+    y = (x[:, 0, :3].sum((1, 2)) > 0).long() + 2 * (x[:, 0, :, :3].mean((1, 2)) > 0).long()
     mid = torch.tanh(model.conv1(x)).detach()
     a2 = model.conv2(mid).detach().requires_grad_(True)
     loss = F.cross_entropy(model.tail(a2), y)
@@ -67,11 +67,14 @@ def test_new_channels_first_order_gain_and_finite_differences() -> None:
     torch.testing.assert_close((v_proj * moved).sum() / len(x), neurons.lambdas.square().sum())
     gamma = 1e-5
     root = gamma**0.5
-    conv1, conv2 = conv.widen_conv_pair(model.conv1, model.conv2, root * neurons.in_weights,
-                                        root * neurons.out_weights)
+    conv1, conv2 = conv.widen_conv_pair(
+        model.conv1, model.conv2, root * neurons.in_weights, root * neurons.out_weights
+    )
     a2 = conv2(torch.tanh(conv1(x)))
     # The widened convolutions realise gamma * V_new to first order (tanh'(0) = 1).
-    torch.testing.assert_close((a2 - model.conv2(mid)).flatten(2) / gamma, moved, rtol=1e-3, atol=1e-6)
+    torch.testing.assert_close(
+        (a2 - model.conv2(mid)).flatten(2) / gamma, moved, rtol=1e-3, atol=1e-6
+    )
     measured = F.cross_entropy(model.tail(a2), y).item() - base
     predicted = -gamma * float((v_goal * moved).sum()) / len(x)
     assert predicted < 0 and abs(measured - predicted) <= 0.1 * abs(predicted)
@@ -80,7 +83,8 @@ def test_new_channels_first_order_gain_and_finite_differences() -> None:
 def test_zero_amplitude_channels_leave_the_function_unchanged() -> None:
     model, x, _, mid, v_goal, _ = problem()
     neurons = conv.optimal_channels(x, model.conv1, model.conv2, v_goal, rtol=1e-12)
-    conv1, conv2 = conv.widen_conv_pair(model.conv1, model.conv2, 0 * neurons.in_weights,
-                                        0 * neurons.out_weights)
+    conv1, conv2 = conv.widen_conv_pair(
+        model.conv1, model.conv2, 0 * neurons.in_weights, 0 * neurons.out_weights
+    )
     assert conv1.out_channels == conv2.in_channels == 2 + neurons.count
     torch.testing.assert_close(conv2(torch.tanh(conv1(x))), model.conv2(mid), rtol=0, atol=1e-12)

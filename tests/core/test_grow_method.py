@@ -10,36 +10,49 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from core.context import InMemoryContext
-from core.data.loaders import load_dataset
-from core.errors import IncompatibleModelError, JobCancelled
-from core.export import load_model
-from core.methods import get_method
-from core.spec import GrowJob, parse_job_spec
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.errors import IncompatibleModelError, JobCancelled
+from archsearch.core.export import load_model
+from archsearch.core.methods import get_method
+from archsearch.core.spec import GrowJob, parse_job_spec
 
 
 @pytest.fixture(scope="module")
 def digits():
-    return load_dataset(parse_job_spec({"method": "grow", "dataset": {"name": "digits"}}).dataset, (), 0)
+    return load_dataset(
+        parse_job_spec({"method": "grow", "dataset": {"name": "digits"}}).dataset, (), 0
+    )
 
 
 def small_job(**growth) -> GrowJob:
-    spec = {"method": "grow", "dataset": {"name": "digits"},
-            "training": {"epochs": 4, "seed": 3},
-            "growth": {"max_growth_steps": 4, "steps_between_growth": 10, "baseline": False, **growth}}
+    spec = {
+        "method": "grow",
+        "dataset": {"name": "digits"},
+        "training": {"epochs": 4, "seed": 3},
+        "growth": {"max_growth_steps": 4, "steps_between_growth": 10, "baseline": False, **growth},
+    }
     return parse_job_spec(spec)  # type: ignore[return-value]
 
 
 def test_relu_is_refused_with_the_field_and_the_allowed_values() -> None:
     with pytest.raises(ValidationError) as info:
-        parse_job_spec({"method": "grow", "dataset": {"name": "digits"}, "growth": {"activation": "relu"}})
+        parse_job_spec(
+            {"method": "grow", "dataset": {"name": "digits"}, "growth": {"activation": "relu"}}
+        )
     text = str(info.value)
     assert "activation" in text and "selu" in text and "tanh" in text and "sigma(0) = 0" in text
 
 
 def test_partial_training_keeps_the_grow_defaults_and_from_job_is_referenced() -> None:
-    spec = parse_job_spec({"method": "grow", "dataset": {"name": "digits"}, "from_job": "j1",
-                           "training": {"seed": 7, "optimizer": {"lr": 0.01}}})
+    spec = parse_job_spec(
+        {
+            "method": "grow",
+            "dataset": {"name": "digits"},
+            "from_job": "j1",
+            "training": {"seed": 7, "optimizer": {"lr": 0.01}},
+        }
+    )
     assert isinstance(spec, GrowJob)
     assert (spec.training.seed, spec.training.epochs, spec.training.optimizer.lr) == (7, 30, 0.01)
     assert spec.training.optimizer.name == "adam"
@@ -69,7 +82,9 @@ def test_default_digits_job_is_fast_accurate_and_reloads_as_an_mlp(digits) -> No
     assert arch["model"]["name"] == "mlp" and arch["model"]["hidden"] == widths
     model = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
     logits = model(digits.x_test)
-    assert (logits.argmax(1) == digits.y_test).float().mean().item() == pytest.approx(result.metrics["test_accuracy"])
+    assert (logits.argmax(1) == digits.y_test).float().mean().item() == pytest.approx(
+        result.metrics["test_accuracy"]
+    )
     assert "baseline_test_accuracy" in result.metrics
 
 
@@ -84,8 +99,10 @@ def test_stopped_run_resumes_to_the_same_widths_and_weights(digits) -> None:
     assert 1 <= len(saved) < spec.growth.max_growth_steps
     resumed = InMemoryContext(checkpoint=interrupted.checkpoint)
     result = get_method("grow")(spec, digits, resumed)
-    assert json.loads(resumed.artifacts["growth.json"])["final_widths"] == \
-        json.loads(full.artifacts["growth.json"])["final_widths"]
+    assert (
+        json.loads(resumed.artifacts["growth.json"])["final_widths"]
+        == json.loads(full.artifacts["growth.json"])["final_widths"]
+    )
     a = load_model(full.artifacts["architecture.json"], full.artifacts["model.safetensors"])
     b = load_model(resumed.artifacts["architecture.json"], resumed.artifacts["model.safetensors"])
     for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
@@ -102,15 +119,22 @@ def test_random_neurons_baseline_runs_the_same_schedule(digits) -> None:
 
 
 def test_grow_from_a_previous_jobs_model(digits) -> None:
-    train = parse_job_spec({"method": "train", "dataset": {"name": "digits"},
-                            "model": {"name": "mlp", "hidden": [4, 3], "activation": "tanh"},
-                            "training": {"epochs": 2}})
+    train = parse_job_spec(
+        {
+            "method": "train",
+            "dataset": {"name": "digits"},
+            "model": {"name": "mlp", "hidden": [4, 3], "activation": "tanh"},
+            "training": {"epochs": 2},
+        }
+    )
     previous = InMemoryContext()
     get_method("train")(train, digits, previous)
     spec = small_job(activation="tanh", max_growth_steps=0).model_copy(update={"from_job": "prev"})
     ctx = InMemoryContext(other_jobs={"prev": previous.artifacts})
-    start = load_model(previous.artifacts["architecture.json"], previous.artifacts["model.safetensors"])
-    from core.methods.grow import start_model
+    start = load_model(
+        previous.artifacts["architecture.json"], previous.artifacts["model.safetensors"]
+    )
+    from archsearch.core.methods.grow import start_model
 
     loaded = start_model(spec, digits, ctx)
     torch.testing.assert_close(loaded(digits.x_test), start(digits.x_test))
@@ -119,17 +143,24 @@ def test_grow_from_a_previous_jobs_model(digits) -> None:
     widths = json.loads(ctx.artifacts["growth.json"])["final_widths"]
     assert widths[0] >= 4 and widths[1] >= 3 and sum(widths) > 7
     with pytest.raises(IncompatibleModelError, match="growth.activation"):
-        start_model(small_job(activation="selu").model_copy(update={"from_job": "prev"}), digits, ctx)
+        start_model(
+            small_job(activation="selu").model_copy(update={"from_job": "prev"}), digits, ctx
+        )
 
 
-@pytest.mark.parametrize(("growth", "reason"), [
-    ({"max_parameters": 300}, "max_parameters"),
-    ({"lambda_stop": 1e9}, "no_lambda_above_threshold"),
-    ({"target_accuracy": 0.05}, "target_accuracy"),
-])
+@pytest.mark.parametrize(
+    ("growth", "reason"),
+    [
+        ({"max_parameters": 300}, "max_parameters"),
+        ({"lambda_stop": 1e9}, "no_lambda_above_threshold"),
+        ({"target_accuracy": 0.05}, "target_accuracy"),
+    ],
+)
 def test_stop_rules(digits, growth: dict, reason: str) -> None:
     ctx = InMemoryContext()
-    spec = small_job(**growth).model_copy(update={"training": small_job().training.model_copy(update={"epochs": 1})})
+    spec = small_job(**growth).model_copy(
+        update={"training": small_job().training.model_copy(update={"epochs": 1})}
+    )
     result = get_method("grow")(spec, digits, ctx)
     log = json.loads(ctx.artifacts["growth.json"])
     assert log["stop_reason"] == reason

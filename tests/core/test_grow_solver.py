@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from core.growth import layer_step, solver
-from core.models import Architecture, create_model
-from core.nn.growable import carry_optimizer_state, widen_pair
-from core.spec.models import MLPConfig
+from archsearch.core.growth import layer_step, solver
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.growable import carry_optimizer_state, widen_pair
+from archsearch.core.spec.model_configs import MLPConfig
 
 
 def toy_problem(activation: str = "tanh", hidden: tuple[int, ...] = (3, 2), seed: int = 0):
@@ -63,7 +63,9 @@ def test_optimal_neurons_beat_any_other_rank_one_fit() -> None:
     model, x, y = toy_problem(hidden=(3, 5))
     stats = layer_step.layer_stats(model, x, y, 0)
     neurons = solver.optimal_neurons(stats.b_in, stats.v_goal, rtol=1e-12)
-    best = (stats.v_goal - stats.b_in @ neurons.in_weights[:1].T @ neurons.out_weights[:, :1].T).norm()
+    best = (
+        stats.v_goal - stats.b_in @ neurons.in_weights[:1].T @ neurons.out_weights[:, :1].T
+    ).norm()
     generator = torch.Generator().manual_seed(0)
     for _ in range(50):
         alpha = torch.randn(stats.b_in.shape[1], 1, generator=generator, dtype=torch.float64)
@@ -77,11 +79,15 @@ def test_small_gamma_decreases_the_loss_by_the_first_order_prediction(activation
     model, x, y = toy_problem(activation, hidden=(3, 5))
     for h in (0, 1):
         stats = layer_step.layer_stats(model, x, y, h)
-        dw, neurons = layer_step.solve_layer(stats, layer_step.LayerPolicy(max_neurons=4, rtol=1e-12))
+        dw, neurons = layer_step.solve_layer(
+            stats, layer_step.LayerPolicy(max_neurons=4, rtol=1e-12)
+        )
         rate = layer_step.first_order_rate(model.act, stats, neurons)
         assert rate < 0, "the optimal neurons must point downhill"
         gamma = 1e-4
-        measured = layer_step.candidate_loss(model, stats, y, h, dw, neurons, 0.0, gamma) - stats.loss
+        measured = (
+            layer_step.candidate_loss(model, stats, y, h, dw, neurons, 0.0, gamma) - stats.loss
+        )
         assert abs(measured - gamma * rate) <= 0.1 * abs(gamma * rate)
         if activation == "tanh":  # sigma'(0) = 1: the rate splits as in Prop. 3.2
             v_proj = stats.v_goal - stats.b_mid @ dw.T
@@ -97,17 +103,24 @@ def test_gamma_zero_leaves_the_function_unchanged() -> None:
     before = model(x).detach()
     stats = layer_step.layer_stats(model, x, y, 0)
     dw, neurons = layer_step.solve_layer(stats, layer_step.LayerPolicy(max_neurons=3, rtol=1e-12))
-    assert layer_step.candidate_loss(model, stats, y, 0, dw, neurons, 0.0, 0.0) == pytest.approx(stats.loss, abs=1e-12)
+    assert layer_step.candidate_loss(model, stats, y, 0, dw, neurons, 0.0, 0.0) == pytest.approx(
+        stats.loss, abs=1e-12
+    )
     layer_step._apply(model, 0, dw, neurons, 0.0, 0.0)
     assert model.layers[0].out_features == 3 + neurons.count > 3
-    torch.testing.assert_close(model(x).detach(), before, rtol=0, atol=1e-12)  # matmul round-off only
+    torch.testing.assert_close(
+        model(x).detach(), before, rtol=0, atol=1e-12
+    )  # matmul round-off only
 
 
 def searched_loss(model, stats, y, dw, neurons) -> float:
     """Best loss over the line-search grid, both signs, as the random baseline gets."""
     search = layer_step.GAMMAS + tuple(-g for g in layer_step.GAMMAS)
     _, loss = layer_step.line_search(
-        lambda g: layer_step.candidate_loss(model, stats, y, 0, dw, neurons, 0.0, g), search, stats.loss)
+        lambda g: layer_step.candidate_loss(model, stats, y, 0, dw, neurons, 0.0, g),
+        search,
+        stats.loss,
+    )
     return loss
 
 
@@ -115,17 +128,24 @@ def test_optimal_neurons_decrease_the_loss_more_than_random_ones() -> None:
     for seed in range(3):
         model, x, y = toy_problem(hidden=(2, 3), seed=seed)
         stats = layer_step.layer_stats(model, x, y, 0)
-        dw, neurons = layer_step.solve_layer(stats, layer_step.LayerPolicy(max_neurons=2, rtol=1e-12))
+        dw, neurons = layer_step.solve_layer(
+            stats, layer_step.LayerPolicy(max_neurons=2, rtol=1e-12)
+        )
         optimal = searched_loss(model, stats, y, dw, neurons)
         generator = torch.Generator().manual_seed(seed)
-        random = [searched_loss(model, stats, y, dw, solver.random_like(neurons, generator)) for _ in range(3)]
+        random = [
+            searched_loss(model, stats, y, dw, solver.random_like(neurons, generator))
+            for _ in range(3)
+        ]
         assert optimal < stats.loss
         assert optimal < min(random), f"seed {seed}: optimal {optimal} vs random {random}"
 
 
 def test_singular_statistics_give_finite_neurons() -> None:
     model, x, y = toy_problem(hidden=(4, 3))
-    x = torch.cat([x, x[:, :2], torch.zeros(len(x), 1, dtype=x.dtype)], dim=1)  # duplicated, constant
+    x = torch.cat(
+        [x, x[:, :2], torch.zeros(len(x), 1, dtype=x.dtype)], dim=1
+    )  # duplicated, constant
     model.layers[0] = nn.Linear(9, 4).double()
     with torch.no_grad():
         model.layers[0].weight[1] = 0.0  # a dead unit: tanh(0) = 0 on every sample
@@ -135,7 +155,9 @@ def test_singular_statistics_give_finite_neurons() -> None:
         for rtol in (1e-12, 1e-5, 1e-2):
             dw, neurons = layer_step.solve_layer(stats, layer_step.LayerPolicy(rtol=rtol))
             assert torch.isfinite(dw).all() and torch.isfinite(neurons.in_weights).all()
-            assert torch.isfinite(neurons.out_weights).all() and torch.isfinite(neurons.lambdas).all()
+            assert (
+                torch.isfinite(neurons.out_weights).all() and torch.isfinite(neurons.lambdas).all()
+            )
     zero = solver.optimal_neurons(torch.zeros(10, 3), torch.randn(10, 2))  # S = 0 entirely
     assert zero.count == 0
     record = layer_step.grow_layer(model, x.float().double(), y, 0, layer_step.LayerPolicy())
@@ -153,7 +175,9 @@ def test_widen_pair_and_optimizer_state_carry_over() -> None:
     assert (new_first.out_features, new_second.in_features) == (4, 4)
     torch.testing.assert_close(new_first.weight[:2], first.weight)
     new_optimizer = torch.optim.Adam([*new_first.parameters(), *new_second.parameters()])
-    carry_optimizer_state(optimizer, old, new_optimizer, [*new_first.parameters(), *new_second.parameters()])
+    carry_optimizer_state(
+        optimizer, old, new_optimizer, [*new_first.parameters(), *new_second.parameters()]
+    )
     moment = new_optimizer.state[new_second.weight]["exp_avg_sq"]  # (4, 4)
     torch.testing.assert_close(moment[:, :2], optimizer.state[second.weight]["exp_avg_sq"])
     assert (moment[:, 2:] == 0).all()

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from core.models import Architecture, create_model
-from core.nn.masked import (
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.masked import (
     MaskedConv2d,
     MaskedLinear,
     hard_masks,
@@ -17,9 +17,9 @@ from core.nn.masked import (
     plain_state_dict,
     set_masks,
 )
-from core.nn.two_temperature import two_temperature_sigmoid
-from core.spec.models import CNNConfig, MLPConfig
-from core.spec.prune_models import MobileNetV1Config, VGGConfig
+from archsearch.core.nn.two_temperature import two_temperature_sigmoid
+from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
+from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
 
 
 @pytest.mark.parametrize("t_hard,t_soft", [(100.0, 10.0), (1000.0, 10.0), (50.0, 5.0), (7.0, 7.0)])
@@ -28,7 +28,9 @@ def test_surrogate_gradient_is_soft_sigmoid_derivative(t_hard: float, t_soft: fl
     w = (0.2 * torch.randn(40, dtype=torch.float64)).requires_grad_()
     upstream = torch.randn(40, dtype=torch.float64)
     mask = two_temperature_sigmoid(w, t_hard, t_soft)
-    assert torch.equal(mask.detach(), torch.sigmoid(t_hard * w.detach())), "forward is the hard sigmoid"
+    assert torch.equal(mask.detach(), torch.sigmoid(t_hard * w.detach())), (
+        "forward is the hard sigmoid"
+    )
     (mask * upstream).sum().backward()
     # Independent computation: autograd of sigmoid(t_soft w) gives t_soft s (1 - s).
     w_ref = w.detach().clone().requires_grad_()
@@ -117,9 +119,15 @@ def test_model_family(config, masked: bool) -> None:
     model = create_model(Architecture(config, (1, 8, 8), 5))
     if masked:
         names = mask_model(model, keep_dense=("first",))
-        assert names and all(isinstance(m, (MaskedLinear, MaskedConv2d)) for _, m in masked_layers(model))
+        assert names and all(
+            isinstance(m, (MaskedLinear, MaskedConv2d)) for _, m in masked_layers(model)
+        )
     out = model(torch.randn(3, 1, 8, 8))
     assert out.shape == (3, 5) and torch.isfinite(out).all()
     out.square().mean().backward()
-    missing = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)]
+    missing = [
+        n
+        for n, p in model.named_parameters()
+        if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)
+    ]
     assert not missing, f"no gradient for {missing}"

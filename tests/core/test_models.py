@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.errors import IncompatibleModelError
-from core.export import load_model, model_to_bytes
-from core.models import Architecture, create_model, list_models
-from core.spec.models import MODEL_CONFIG_TYPES, CNNConfig, MLPConfig
+from archsearch.core.errors import IncompatibleModelError
+from archsearch.core.export import load_model, model_to_bytes
+from archsearch.core.models import Architecture, create_model, list_models
+from archsearch.core.spec.families import MODEL_CONFIG_TYPES
+from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
 
 CANDIDATE_SHAPES = [(1, 28, 28), (1, 8, 8), (3, 32, 32)]
 CONFIGS = {t.model_fields["name"].default: t for t in MODEL_CONFIG_TYPES}

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.nn.graph_edges import GraphEdges
-from core.nn.neural_graph import DynamicGraph, OpSpec, StaticGraph, block_admissible
-from core.nn.topk import topk_mask
+from archsearch.core.nn.graph_edges import GraphEdges
+from archsearch.core.nn.neural_graph import DynamicGraph, OpSpec, StaticGraph, block_admissible
+from archsearch.core.nn.topk import topk_mask
 
 
 def _static_graph(blocks: tuple[int, ...], k: int, op: OpSpec, seed: int = 0) -> StaticGraph:
@@ -140,8 +140,15 @@ def test_continuous_graph_gradients_match_finite_differences(adjoint: bool) -> N
     torch.manual_seed(0)
     n = 6
     edges = GraphEdges(torch.ones(n, n, dtype=torch.bool), k=14).double()
-    graph = DynamicGraph(edges, OpSpec("act", activation="tanh"), n_in=2, n_out=2,
-                         time="continuous", ode_tol=1e-10, adjoint=adjoint).double()
+    graph = DynamicGraph(
+        edges,
+        OpSpec("act", activation="tanh"),
+        n_in=2,
+        n_out=2,
+        time="continuous",
+        ode_tol=1e-10,
+        adjoint=adjoint,
+    ).double()
     x = torch.randn(3, 2, 1, 1, dtype=torch.float64)
     upstream = torch.randn(3, 2, 1, 1, dtype=torch.float64)
 

@@ -5,24 +5,36 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.export import count_parameters, load_model, model_to_bytes
-from core.models import Architecture, create_model
-from core.nn.graph_edges import GraphEdges
-from core.search.compact import compact_model, model_macs
-from core.spec.graph_models import MobileNetDNWConfig, NeuralGraphConfig
+from archsearch.core.export import count_parameters, load_model, model_to_bytes
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.graph_edges import GraphEdges
+from archsearch.core.search.compact import compact_model, model_macs
+from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 
 SHAPE = (1, 12, 12)
 CONFIGS = {
     "static": NeuralGraphConfig(hidden_blocks=(6, 6), input_nodes=4, output_nodes=5, density=0.3),
-    "static-batchnorm": NeuralGraphConfig(hidden_blocks=(6,), input_nodes=4, output_nodes=5,
-                                          norm="batch", k_edges=20),
-    "discrete": NeuralGraphConfig(setting="discrete", hidden_blocks=(6,), input_nodes=4,
-                                  output_nodes=5, steps=3, density=0.2),
-    "continuous": NeuralGraphConfig(setting="continuous", hidden_blocks=(4,), input_nodes=3,
-                                    output_nodes=3, density=0.3, ode_tol=1e-2),
-    "mlp-style": NeuralGraphConfig(node_op="act", hidden_blocks=(8, 8), output_nodes=6, density=0.05),
+    "static-batchnorm": NeuralGraphConfig(
+        hidden_blocks=(6,), input_nodes=4, output_nodes=5, norm="batch", k_edges=20
+    ),
+    "discrete": NeuralGraphConfig(
+        setting="discrete", hidden_blocks=(6,), input_nodes=4, output_nodes=5, steps=3, density=0.2
+    ),
+    "continuous": NeuralGraphConfig(
+        setting="continuous",
+        hidden_blocks=(4,),
+        input_nodes=3,
+        output_nodes=3,
+        density=0.3,
+        ode_tol=1e-2,
+    ),
+    "mlp-style": NeuralGraphConfig(
+        node_op="act", hidden_blocks=(8, 8), output_nodes=6, density=0.05
+    ),
     "mobilenet": MobileNetDNWConfig(width=0.125, stage_layers=(1, 2, 2)),
-    "mobilenet-small": MobileNetDNWConfig(width=0.25, edge_width=0.125, stage_layers=(1, 2), small=True),
+    "mobilenet-small": MobileNetDNWConfig(
+        width=0.25, edge_width=0.125, stage_layers=(1, 2), small=True
+    ),
 }
 
 
@@ -49,7 +61,11 @@ def test_family_output_shape_finite_and_gradient_on_every_parameter(name: str) -
 def test_edge_budgets_follow_the_config() -> None:
     model, _ = _build(CONFIGS["static"])
     config = CONFIGS["static"]
-    assert model.graphs[0].edges.num_real() == config.edge_budget(SHAPE) == round(0.3 * config.admissible_edges(SHAPE))
+    assert (
+        model.graphs[0].edges.num_real()
+        == config.edge_budget(SHAPE)
+        == round(0.3 * config.admissible_edges(SHAPE))
+    )
     mobile, _ = _build(MobileNetDNWConfig(width=0.5, edge_width=0.25, stage_layers=(1, 2)))
     # MobileNetV1 x 0.25 pointwise edges: stage 1: 8 * 16; stage 2: 16 * 32 + 32 * 32.
     assert [g.edges.num_real() for g in mobile.graphs] == [8 * 16, 16 * 32 + 32 * 32]
@@ -70,10 +86,12 @@ def _randomise(model: torch.nn.Module, sparsity_seed: int) -> None:
 
 SPARSE = {
     "static": NeuralGraphConfig(hidden_blocks=(6, 6), input_nodes=4, output_nodes=5, density=0.12),
-    "static-batchnorm": NeuralGraphConfig(hidden_blocks=(6,), input_nodes=4, output_nodes=5,
-                                          norm="batch", k_edges=12),
-    "discrete": NeuralGraphConfig(setting="discrete", hidden_blocks=(6,), input_nodes=4,
-                                  output_nodes=5, steps=3, k_edges=14),
+    "static-batchnorm": NeuralGraphConfig(
+        hidden_blocks=(6,), input_nodes=4, output_nodes=5, norm="batch", k_edges=12
+    ),
+    "discrete": NeuralGraphConfig(
+        setting="discrete", hidden_blocks=(6,), input_nodes=4, output_nodes=5, steps=3, k_edges=14
+    ),
     "mlp-style": CONFIGS["mlp-style"],
     "mobilenet": MobileNetDNWConfig(width=0.25, edge_width=0.0625, stage_layers=(1, 2, 2)),
     "mobilenet-small": CONFIGS["mobilenet-small"],
@@ -92,7 +110,9 @@ def test_compact_model_matches_masked_model_and_costs_less(name: str) -> None:
     # The compact architecture alone rebuilds the model through the registry.
     rebuilt = load_model(compact_arch.to_json(), model_to_bytes(compact))
     torch.testing.assert_close(rebuilt(x), model(x), rtol=1e-4, atol=1e-5)
-    removed = sum(g.edges.num_nodes for g in model.graphs) - sum(g.edges.num_nodes for g in compact.graphs)
+    removed = sum(g.edges.num_nodes for g in model.graphs) - sum(
+        g.edges.num_nodes for g in compact.graphs
+    )
     assert removed > 0, "this sparse random wiring has dead nodes to remove"
 
 

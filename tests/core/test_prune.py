@@ -8,20 +8,26 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.context import InMemoryContext
-from core.data.loaders import load_dataset
-from core.errors import JobCancelled
-from core.export import load_model, tensors_from_bytes
-from core.methods.prune import mask_schedule, run
-from core.models import Architecture, create_model
-from core.nn.masked import mask_logits, mask_model, masked_layers, masks_frozen, set_masks
-from core.pruning.build import build_masked_model, weight_params
-from core.pruning.compact import compact_model
-from core.pruning.trainer import MaskTrainer
-from core.spec import parse_job_spec
-from core.spec.models import CNNConfig, MLPConfig
-from core.spec.prune_models import MobileNetV1Config, VGGConfig
-from core.training import fit, seed_everything
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.errors import JobCancelled
+from archsearch.core.export import load_model, tensors_from_bytes
+from archsearch.core.methods.prune import mask_schedule, run
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.masked import (
+    mask_logits,
+    mask_model,
+    masked_layers,
+    masks_frozen,
+    set_masks,
+)
+from archsearch.core.pruning.build import build_masked_model, weight_params
+from archsearch.core.pruning.compact import compact_model
+from archsearch.core.pruning.trainer import MaskTrainer
+from archsearch.core.spec import parse_job_spec
+from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
+from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
+from archsearch.core.training import fit, seed_everything
 
 SMALL = {"name": "mlp", "hidden": [32, 16]}
 
@@ -32,7 +38,9 @@ def prune_spec(**fields):
 
 @pytest.fixture(scope="module")
 def digits(data_dirs: tuple[Path, ...]):
-    return load_dataset(parse_job_spec({"method": "prune", "dataset": {"name": "digits"}}).dataset, data_dirs)
+    return load_dataset(
+        parse_job_spec({"method": "prune", "dataset": {"name": "digits"}}).dataset, data_dirs
+    )
 
 
 @pytest.mark.parametrize("target", [0.3, 0.05])
@@ -52,11 +60,21 @@ def test_penalty_switches_off_at_target_and_mask_is_binary(digits, target: float
         return row
 
     hooks.after_step = after_step
-    fit(model, digits, spec.training, InMemoryContext(), params=weight_params(model), hooks=hooks, phase="prune")
+    fit(
+        model,
+        digits,
+        spec.training,
+        InMemoryContext(),
+        params=weight_params(model),
+        hooks=hooks,
+        phase="prune",
+    )
     assert "logits" in seen, "the target was reached during training"
     assert trainer.frozen_at_step + 1 < trainer.force_step, "by the penalty, not by the deadline"
     assert seen["penalty"] == 0.0, "the penalty is off once the target is reached"
-    assert all(torch.equal(a, b) for a, b in zip(seen["logits"], mask_logits(model), strict=False)), "masks stop moving"
+    assert all(
+        torch.equal(a, b) for a, b in zip(seen["logits"], mask_logits(model), strict=False)
+    ), "masks stop moving"
     flat = torch.cat([p.detach().flatten() for p in mask_logits(model)])
     assert abs(float((flat > 0).float().mean()) - target) <= 0.005
     for _, layer in masked_layers(model):
@@ -76,23 +94,34 @@ def test_default_job_is_fast_and_artifacts_are_consistent(digits) -> None:
     masked = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
     for name, mask in masks.items():
         assert not masked.get_submodule(name).weight[~mask].any(), "pruned weights are zero"
-    compact = load_model(ctx.artifacts["architecture-compact.json"], ctx.artifacts["model-compact.safetensors"])
+    compact = load_model(
+        ctx.artifacts["architecture-compact.json"], ctx.artifacts["model-compact.safetensors"]
+    )
     x = torch.randn(64, *digits.input_shape)
     assert torch.allclose(compact(x), masked(x), atol=1e-5)
     assert result.metrics["parameters_compact"] < result.metrics["parameters_dense"]
     assert result.metrics["macs"] < result.metrics["macs_dense"]
-    assert {"mask-logits.png", "density.json", "spectrum.json", "spectrum.png"} <= set(ctx.artifacts)
+    assert {"mask-logits.png", "density.json", "spectrum.json", "spectrum.png"} <= set(
+        ctx.artifacts
+    )
 
 
 def test_weight_free_weights_stay_one(digits) -> None:
-    spec = prune_spec(model={"name": "mlp", "hidden": [24], "activation": "tanh"}, weights="free",
-                      density=0.2, training={"epochs": 3}, temperatures={"t_hard": 50, "t_soft": 5})
+    spec = prune_spec(
+        model={"name": "mlp", "hidden": [24], "activation": "tanh"},
+        weights="free",
+        density=0.2,
+        training={"epochs": 3},
+        temperatures={"t_hard": 50, "t_soft": 5},
+    )
     ctx = InMemoryContext()
     result = run(spec, digits, ctx)
     state = tensors_from_bytes(ctx.artifacts["model.safetensors"])
     masks = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
     for name, mask in masks.items():
-        assert torch.equal(state[f"{name}.weight"], mask.float()), "weights are exactly the {0,1} mask"
+        assert torch.equal(state[f"{name}.weight"], mask.float()), (
+            "weights are exactly the {0,1} mask"
+        )
         assert not state[f"{name}.bias"].any(), "weight-free networks have no bias"
     assert result.metrics["test_accuracy"] > 0.3, "masks alone learn something"
 
@@ -111,7 +140,7 @@ def test_compact_model_matches_masked_model(activation: str) -> None:
     keep["layers.1"][:, 4:7] = False  # units 4-6 of layer 1: no outputs
     keep["layers.1"][:3] = False  # units 0-2 of layer 2: no inputs
     set_masks(model, keep)
-    from core.nn.masked import plain_state_dict
+    from archsearch.core.nn.masked import plain_state_dict
 
     compact, compact_arch = compact_model(plain_state_dict(model), arch)
     assert compact_arch.config.hidden[0] <= 12 - 7 and compact_arch.config.hidden[1] <= 9 - 3
@@ -121,8 +150,12 @@ def test_compact_model_matches_masked_model(activation: str) -> None:
 
 @pytest.mark.parametrize("finetune_epochs,stop_after", [(0, 17), (2, 35)])
 def test_resume_reproduces_remaining_losses(digits, finetune_epochs: int, stop_after: int) -> None:
-    spec = prune_spec(model=SMALL, density=0.2, training={"epochs": 4, "batch_size": 256},
-                      finetune_epochs=finetune_epochs)
+    spec = prune_spec(
+        model=SMALL,
+        density=0.2,
+        training={"epochs": 4, "batch_size": 256},
+        finetune_epochs=finetune_epochs,
+    )
     reference = run(spec, digits, InMemoryContext())
     interrupted = InMemoryContext(stop_after_reports=stop_after)
     with pytest.raises(JobCancelled):
@@ -136,12 +169,16 @@ def test_resume_reproduces_remaining_losses(digits, finetune_epochs: int, stop_a
     assert resumed.metrics["test_accuracy"] == pytest.approx(reference.metrics["test_accuracy"])
 
 
-@pytest.mark.parametrize("config", [
-    CNNConfig(channels=(6, 8), hidden=(10,)),
-    CNNConfig(channels=(6, 8), hidden=(), batch_norm=False),
-    VGGConfig(stages=((6,), (8, 8)), hidden=(10,)),
-    VGGConfig(stages=((6,), (8,)), hidden=(), activation="tanh"),
-], ids=["cnn-bn", "cnn", "vgg-bn", "vgg-tanh"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        CNNConfig(channels=(6, 8), hidden=(10,)),
+        CNNConfig(channels=(6, 8), hidden=(), batch_norm=False),
+        VGGConfig(stages=((6,), (8, 8)), hidden=(10,)),
+        VGGConfig(stages=((6,), (8,)), hidden=(), activation="tanh"),
+    ],
+    ids=["cnn-bn", "cnn", "vgg-bn", "vgg-tanh"],
+)
 def test_compact_conv_model_matches_masked_model(config) -> None:
     torch.manual_seed(0)
     arch = Architecture(config, (1, 8, 8), 3)
@@ -158,18 +195,26 @@ def test_compact_conv_model_matches_masked_model(config) -> None:
     keep[second][:, 2:4] = False  # channels 2-3 of conv 0: no outputs
     keep[second][:2] = False  # channels 0-1 of conv 1: no inputs
     set_masks(model, keep)
-    from core.nn.masked import plain_state_dict
+    from archsearch.core.nn.masked import plain_state_dict
 
     compact, compact_arch = compact_model(plain_state_dict(model), arch)
     x = torch.randn(6, 1, 8, 8)
     assert torch.allclose(compact(x), model.eval()(x), atol=1e-5)
-    widths = compact_arch.config.channels if isinstance(config, CNNConfig) else compact_arch.config.stages[0]
+    widths = (
+        compact_arch.config.channels
+        if isinstance(config, CNNConfig)
+        else compact_arch.config.stages[0]
+    )
     assert widths[0] <= 6 - 2, "dead channels are gone"
 
 
 def test_mobilenet_prunes_without_compaction(digits) -> None:
-    spec = prune_spec(model=MobileNetV1Config(stem=4, blocks=((8, 1), (8, 2))).model_dump(),
-                      density=0.3, training={"epochs": 1}, keep_dense=["first"])
+    spec = prune_spec(
+        model=MobileNetV1Config(stem=4, blocks=((8, 1), (8, 2))).model_dump(),
+        density=0.3,
+        training={"epochs": 1},
+        keep_dense=["first"],
+    )
     ctx = InMemoryContext()
     result = run(spec, digits, ctx)
     assert abs(result.metrics["density"] - 0.3) <= 0.005

@@ -10,20 +10,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.context import InMemoryContext
-from core.data.loaders import Dataset, load_dataset
-from core.errors import JobCancelled
-from core.export import load_model, tensors_from_bytes
-from core.methods import get_method
-from core.models import Architecture, create_model
-from core.search.strategies import EdgeController, anneal_k, searchable_edges
-from core.spec import SearchJob, parse_job_spec
-from core.training import fit, seed_everything, steps_per_epoch
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import Dataset, load_dataset
+from archsearch.core.errors import JobCancelled
+from archsearch.core.export import load_model, tensors_from_bytes
+from archsearch.core.methods import get_method
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.search.strategies import EdgeController, anneal_k, searchable_edges
+from archsearch.core.spec import SearchJob, parse_job_spec
+from archsearch.core.training import fit, seed_everything, steps_per_epoch
 
 
 @pytest.fixture(scope="module")
 def digits(data_dirs: tuple[Path, ...]) -> Dataset:
-    return load_dataset(parse_job_spec({"method": "search", "dataset": {"name": "digits"}}).dataset, data_dirs)
+    return load_dataset(
+        parse_job_spec({"method": "search", "dataset": {"name": "digits"}}).dataset, data_dirs
+    )
 
 
 def _job(**overrides: object) -> SearchJob:
@@ -32,7 +34,9 @@ def _job(**overrides: object) -> SearchJob:
     return spec
 
 
-def test_default_job_is_fast_beats_chance_and_returns_a_runnable_compact_model(digits: Dataset) -> None:
+def test_default_job_is_fast_beats_chance_and_returns_a_runnable_compact_model(
+    digits: Dataset,
+) -> None:
     torch.set_num_threads(1)
     spec = _job()
     ctx = InMemoryContext()
@@ -45,8 +49,16 @@ def test_default_job_is_fast_beats_chance_and_returns_a_runnable_compact_model(d
     assert metrics["real_edges"] == budget
     assert metrics["compact_test_accuracy"] == pytest.approx(metrics["test_accuracy"])
     assert metrics["macs"] < metrics["masked_model_macs"] or metrics["removed_nodes"] == 0
-    for name in ("mask.safetensors", "graph.json", "adjacency.png", "swaps.png", "model.safetensors",
-                 "architecture.json", "model-compact.safetensors", "architecture-compact.json"):
+    for name in (
+        "mask.safetensors",
+        "graph.json",
+        "adjacency.png",
+        "swaps.png",
+        "model.safetensors",
+        "architecture.json",
+        "model-compact.safetensors",
+        "architecture-compact.json",
+    ):
         assert name in ctx.artifacts, name
     masks = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
     assert int(masks["graphs.0.edges.mask"].sum()) == budget
@@ -54,12 +66,18 @@ def test_default_job_is_fast_beats_chance_and_returns_a_runnable_compact_model(d
     assert graph["real_edges"] == budget == len(graph["edges"])
     assert all(r["real_edges"] == budget for r in result.history)
     assert result.history[0]["edges_entered"] > 0  # DNW swaps edges ...
-    assert result.history[-1]["edges_entered"] < result.history[0]["edges_entered"]  # ... less and less
+    assert (
+        result.history[-1]["edges_entered"] < result.history[0]["edges_entered"]
+    )  # ... less and less
     # Both downloads rebuild through the registry and agree on every test image.
     full = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
-    compact = load_model(ctx.artifacts["architecture-compact.json"], ctx.artifacts["model-compact.safetensors"])
+    compact = load_model(
+        ctx.artifacts["architecture-compact.json"], ctx.artifacts["model-compact.safetensors"]
+    )
     with torch.no_grad():
-        torch.testing.assert_close(compact(digits.x_test), full(digits.x_test), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            compact(digits.x_test), full(digits.x_test), rtol=1e-4, atol=1e-4
+        )
         accuracy = (full(digits.x_test).argmax(1) == digits.y_test).float().mean().item()
     assert accuracy == pytest.approx(metrics["test_accuracy"])
 
@@ -88,9 +106,11 @@ def test_real_edge_count_is_exact_after_every_step(strategy: str, digits: Datase
         for layer, k, first in zip(layers, budgets, initial, strict=True):
             real = layer.mask.bool()
             assert not bool((real & ~layer.admissible).any()), "an inadmissible edge is real"
-            expected = {"complete": int(layer.admissible.sum()),
-                        "l1_anneal": anneal_k(k, int(layer.admissible.sum()), (step + 1) / (0.5 * total)),
-                        "targeted_dropout": None}.get(strategy, k)
+            expected = {
+                "complete": int(layer.admissible.sum()),
+                "l1_anneal": anneal_k(k, int(layer.admissible.sum()), (step + 1) / (0.5 * total)),
+                "targeted_dropout": None,
+            }.get(strategy, k)
             if expected is not None:
                 assert layer.num_real() == expected, f"step {step}"
             if strategy == "random_graph":
@@ -111,9 +131,13 @@ def _losses(result_history: list[dict[str, float]]) -> list[float]:
 
 
 @pytest.mark.parametrize("strategy, stop_epoch", [("dnw", 1), ("lottery_one_shot", 3)])
-def test_resume_reproduces_the_remaining_epoch_losses(strategy: str, stop_epoch: int, digits: Dataset) -> None:
-    spec = _job(search={"strategy": strategy, "dense_epochs": 2},
-                training={"epochs": 3, "batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.05}})
+def test_resume_reproduces_the_remaining_epoch_losses(
+    strategy: str, stop_epoch: int, digits: Dataset
+) -> None:
+    spec = _job(
+        search={"strategy": strategy, "dense_epochs": 2},
+        training={"epochs": 3, "batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.05}},
+    )
     data = replace(digits, x_train=digits.x_train[:400], y_train=digits.y_train[:400])
     run = get_method("search")
     full = run(spec, data, InMemoryContext())
@@ -123,5 +147,7 @@ def test_resume_reproduces_the_remaining_epoch_losses(strategy: str, stop_epoch:
         run(spec, data, interrupted)
     resumed = run(spec, data, InMemoryContext(checkpoint=interrupted.checkpoint))
     assert len(resumed.history) == len(full.history)
-    torch.testing.assert_close(torch.tensor(_losses(resumed.history)), torch.tensor(_losses(full.history)))
+    torch.testing.assert_close(
+        torch.tensor(_losses(resumed.history)), torch.tensor(_losses(full.history))
+    )
     assert resumed.metrics["test_accuracy"] == pytest.approx(full.metrics["test_accuracy"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from core.spec import METHOD_NAMES, TrainJob, parse_job_spec
+from archsearch.core.spec import METHOD_NAMES, TrainJob, parse_job_spec
 
 
 @pytest.mark.parametrize("method", METHOD_NAMES)

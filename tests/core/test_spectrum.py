@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.context import InMemoryContext
-from core.data.loaders import load_dataset
-from core.methods import compare_spectra, prune
-from core.pruning.spectrum import normalized_laplacian_spectrum, spectrum_pca
-from core.spec import parse_job_spec
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.methods import compare_spectra, prune
+from archsearch.core.pruning.spectrum import normalized_laplacian_spectrum, spectrum_pca
+from archsearch.core.spec import parse_job_spec
 
 
 def reference_spectrum(weights: list[np.ndarray]) -> np.ndarray:
@@ -38,7 +38,9 @@ def test_spectrum_matches_independent_computation() -> None:
     weights = [rng.normal(size=(5, 4)) * (rng.random((5, 4)) > 0.4), rng.normal(size=(3, 5))]
     ours = normalized_laplacian_spectrum([torch.from_numpy(w) for w in weights]).numpy()
     assert np.allclose(ours, reference_spectrum(weights), atol=1e-10)
-    assert ours.min() > -1e-10 and ours.max() < 2 + 1e-10, "normalized Laplacian eigenvalues lie in [0, 2]"
+    assert ours.min() > -1e-10 and ours.max() < 2 + 1e-10, (
+        "normalized Laplacian eigenvalues lie in [0, 2]"
+    )
 
 
 def test_disconnected_graph_has_one_zero_eigenvalue_per_component() -> None:
@@ -55,22 +57,33 @@ def test_pca_matches_covariance_eigendecomposition() -> None:
     values, vectors = np.linalg.eigh(centered.T @ centered)
     top = vectors[:, ::-1][:, :2]
     expected = centered @ top
-    assert np.allclose(np.abs(coords.numpy()), np.abs(expected), atol=1e-8), "up to the sign of each axis"
+    assert np.allclose(np.abs(coords.numpy()), np.abs(expected), atol=1e-8), (
+        "up to the sign of each axis"
+    )
     assert np.allclose(ratio.numpy(), values[::-1][:2] / values.sum())
 
 
 def test_compare_spectra_job(data_dirs: tuple[Path, ...]) -> None:
     artifacts = {}
     for job, weights in (("bin", "free"), ("real", "learned")):
-        spec = parse_job_spec({"method": "prune", "dataset": {"name": "digits"}, "weights": weights,
-                               "model": {"name": "mlp", "hidden": [16], "activation": "tanh"},
-                               "density": 0.3, "training": {"epochs": 2}})
+        spec = parse_job_spec(
+            {
+                "method": "prune",
+                "dataset": {"name": "digits"},
+                "weights": weights,
+                "model": {"name": "mlp", "hidden": [16], "activation": "tanh"},
+                "density": 0.3,
+                "training": {"epochs": 2},
+            }
+        )
         ctx = InMemoryContext()
         prune.run(spec, load_dataset(spec.dataset, data_dirs), ctx)
         spectrum = json.loads(ctx.artifacts["spectrum.json"])
         assert len(spectrum["mask"]) == 64 + 16 + 10
         artifacts[job] = ctx.artifacts
-    spec = parse_job_spec({"method": "compare_spectra", "dataset": {"name": "digits"}, "jobs": ["bin", "real"]})
+    spec = parse_job_spec(
+        {"method": "compare_spectra", "dataset": {"name": "digits"}, "jobs": ["bin", "real"]}
+    )
     assert spec.referenced_jobs() == ["bin", "real"]
     ctx = InMemoryContext(other_jobs=artifacts)
     result = compare_spectra.run(spec, load_dataset(spec.dataset, data_dirs), ctx)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.nn.topk import straight_through, topk_mask
+from archsearch.core.nn.topk import straight_through, topk_mask
 
 
 def _reference_mask(scores: torch.Tensor, admissible: torch.Tensor, k: int) -> torch.Tensor:

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from core.context import InMemoryContext
-from core.data.loaders import load_dataset
-from core.errors import DivergedError, JobCancelled
-from core.models import Architecture, create_model
-from core.spec import DatasetRef, MLPConfig, ScheduleSpec, TrainingSpec
-from core.training import TrainHooks, fit, lr_factor, seed_everything
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.errors import DivergedError, JobCancelled
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.spec import DatasetRef, MLPConfig, ScheduleSpec, TrainingSpec
+from archsearch.core.training import TrainHooks, fit, lr_factor, seed_everything
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,9 @@ def test_cosine_schedule_with_warmup() -> None:
     assert factor(10) == pytest.approx(1.0)
     assert factor(30) == pytest.approx(0.5 * (1 + math.cos(math.pi * 20 / 40)))
     assert factor(49) == pytest.approx(0.5 * (1 + math.cos(math.pi * 39 / 40)))
-    step = lr_factor(ScheduleSpec(name="step", step_epochs=2, gamma=0.5), epochs=6, steps_per_epoch=3)
+    step = lr_factor(
+        ScheduleSpec(name="step", step_epochs=2, gamma=0.5), epochs=6, steps_per_epoch=3
+    )
     assert [step(s) for s in (0, 5, 6, 12)] == [1.0, 1.0, 0.5, 0.25]
 
 
@@ -41,14 +43,18 @@ def test_resumed_run_reproduces_the_uninterrupted_one(digits) -> None:  # type: 
     reference = fit(fresh_model(digits), digits, spec, InMemoryContext())
 
     steps_per_epoch = math.ceil(400 / 64)
-    interrupted = InMemoryContext(stop_after_reports=2 * (steps_per_epoch + 1) + 3)  # inside epoch 3
+    interrupted = InMemoryContext(
+        stop_after_reports=2 * (steps_per_epoch + 1) + 3
+    )  # inside epoch 3
     with pytest.raises(JobCancelled):
         fit(fresh_model(digits), digits, spec, interrupted)
     assert interrupted.load_checkpoint()["epoch"] == 2
 
     resumed_ctx = InMemoryContext(checkpoint=interrupted.checkpoint)
     resumed = fit(fresh_model(digits), digits, spec, resumed_ctx)
-    assert [row["train_loss"] for row in resumed.history] == [row["train_loss"] for row in reference.history]
+    assert [row["train_loss"] for row in resumed.history] == [
+        row["train_loss"] for row in reference.history
+    ]
     assert resumed.test_accuracy == reference.test_accuracy
     # The resumed run trained only the remaining epochs.
     assert resumed_ctx.reports[0][0] == 2 * steps_per_epoch + 1
@@ -71,11 +77,19 @@ def test_divergence_raises_a_user_error_naming_the_fix(digits) -> None:  # type:
         return loss * float("nan") if calls == 5 else loss
 
     with pytest.raises(DivergedError, match="optimizer.lr") as caught:
-        fit(fresh_model(digits), digits, TrainingSpec(epochs=3), InMemoryContext(), hooks=TrainHooks(loss=loss_turning_nan))
+        fit(
+            fresh_model(digits),
+            digits,
+            TrainingSpec(epochs=3),
+            InMemoryContext(),
+            hooks=TrainHooks(loss=loss_turning_nan),
+        )
     assert caught.value.step == 4
 
 
 def test_training_learns_digits(digits) -> None:  # type: ignore[no-untyped-def]
-    outcome = fit(fresh_model(digits), digits, TrainingSpec(epochs=20, batch_size=32), InMemoryContext())
+    outcome = fit(
+        fresh_model(digits), digits, TrainingSpec(epochs=20, batch_size=32), InMemoryContext()
+    )
     assert outcome.test_accuracy > 0.85
     assert outcome.history[-1]["train_loss"] < outcome.history[0]["train_loss"]

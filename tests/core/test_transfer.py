@@ -7,22 +7,35 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.context import InMemoryContext
-from core.data.loaders import load_dataset
-from core.errors import UserError
-from core.export import tensors_from_bytes
-from core.methods import prune, transfer
-from core.models import Architecture, create_model
-from core.pruning.baselines import _imp_steps, magnitude_masks, random_masks, reshuffle_masks
-from core.spec import parse_job_spec
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.errors import UserError
+from archsearch.core.export import tensors_from_bytes
+from archsearch.core.methods import prune, transfer
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.pruning.baselines import (
+    _imp_steps,
+    magnitude_masks,
+    random_masks,
+    reshuffle_masks,
+)
+from archsearch.core.spec import parse_job_spec
 
 SMALL = {"name": "mlp", "hidden": [32, 16]}
 
 
 @pytest.fixture(scope="module")
 def source(data_dirs: tuple[Path, ...]):
-    spec = parse_job_spec({"method": "prune", "dataset": {"name": "digits"}, "model": SMALL,
-                           "density": 0.2, "training": {"epochs": 3}, "baselines": ["magnitude"]})
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            "dataset": {"name": "digits"},
+            "model": SMALL,
+            "density": 0.2,
+            "training": {"epochs": 3},
+            "baselines": ["magnitude"],
+        }
+    )
     data = load_dataset(spec.dataset, data_dirs)
     ctx = InMemoryContext()
     prune.run(spec, data, ctx)
@@ -30,12 +43,20 @@ def source(data_dirs: tuple[Path, ...]):
 
 
 def transfer_spec(**fields):
-    return parse_job_spec({"method": "transfer", "source_job": "src",
-                           "dataset": {"name": "digits", "samples_per_class": 5}, **fields})
+    return parse_job_spec(
+        {
+            "method": "transfer",
+            "source_job": "src",
+            "dataset": {"name": "digits", "samples_per_class": 5},
+            **fields,
+        }
+    )
 
 
 def test_transfer_uses_mask_and_fresh_initialisation(source, data_dirs) -> None:
-    spec = transfer_spec(training={"epochs": 1, "seed": 7, "optimizer": {"name": "sgd", "lr": 1e-9, "momentum": 0}})
+    spec = transfer_spec(
+        training={"epochs": 1, "seed": 7, "optimizer": {"name": "sgd", "lr": 1e-9, "momentum": 0}}
+    )
     assert spec.referenced_jobs() == ["src"]
     data = load_dataset(spec.dataset, data_dirs, seed=7)
     assert len(data.x_train) == 50, "few-shot: 5 samples per class"
@@ -49,7 +70,9 @@ def test_transfer_uses_mask_and_fresh_initialisation(source, data_dirs) -> None:
     for name, mask in masks.items():
         w = new[f"{name}.weight"]
         assert torch.equal(w != 0, mask), "the support is exactly the source mask"
-        assert torch.allclose(w, fresh[f"{name}.weight"] * mask, atol=1e-6), "fresh init, not old weights"
+        assert torch.allclose(w, fresh[f"{name}.weight"] * mask, atol=1e-6), (
+            "fresh init, not old weights"
+        )
         assert not torch.allclose(w, old[f"{name}.weight"]), "the source's weights are not reused"
 
 
@@ -61,21 +84,30 @@ def test_transfer_baseline_masks_have_the_same_density(source, data_dirs, mask: 
     learned = tensors_from_bytes(source["mask.safetensors"])
     used = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
     total = sum(m.numel() for m in learned.values())
-    assert sum(int(m.sum()) for m in used.values()) == pytest.approx(sum(int(m.sum()) for m in learned.values()), abs=1)
+    assert sum(int(m.sum()) for m in used.values()) == pytest.approx(
+        sum(int(m.sum()) for m in learned.values()), abs=1
+    )
     assert result.metrics["density"] == pytest.approx(0.2, abs=1 / total + 1e-9)
     if mask == "reshuffle":
         for name in learned:
-            assert int(used[name].sum()) == int(learned[name].sum()), "reshuffle keeps layer densities"
+            assert int(used[name].sum()) == int(learned[name].sum()), (
+                "reshuffle keeps layer densities"
+            )
             assert not torch.equal(used[name], learned[name])
 
 
 def test_transfer_without_baseline_artifact_explains(source, data_dirs) -> None:
     spec = transfer_spec(mask="imp")
     with pytest.raises(UserError, match="baselines"):
-        transfer.run(spec, load_dataset(spec.dataset, data_dirs), InMemoryContext(other_jobs={"src": source}))
+        transfer.run(
+            spec, load_dataset(spec.dataset, data_dirs), InMemoryContext(other_jobs={"src": source})
+        )
     with pytest.raises(UserError, match="source_job"):
-        transfer.run(parse_job_spec({"method": "transfer", "dataset": {"name": "digits"}}),
-                     load_dataset(spec.dataset, data_dirs), InMemoryContext())
+        transfer.run(
+            parse_job_spec({"method": "transfer", "dataset": {"name": "digits"}}),
+            load_dataset(spec.dataset, data_dirs),
+            InMemoryContext(),
+        )
 
 
 def test_baseline_mask_functions() -> None:
@@ -93,4 +125,6 @@ def test_baseline_mask_functions() -> None:
     assert all(int(shuffled[n].sum()) == int(mag[n].sum()) for n in mag)
     steps = _imp_steps([0.5, 0.1], 0.2)
     assert steps[:4] == pytest.approx([0.8, 0.64, 0.512, 0.5]) and steps[-1] == 0.1
-    assert all(b >= 0.8 * a - 1e-12 for a, b in zip(steps, steps[1:], strict=False)), "at most 20% per round"
+    assert all(b >= 0.8 * a - 1e-12 for a, b in zip(steps, steps[1:], strict=False)), (
+        "at most 20% per round"
+    )

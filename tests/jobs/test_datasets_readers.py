@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jobs.datasets.archive import check_entry_name
-from jobs.datasets.errors import InvalidUpload, LimitExceeded, UnsafeArchive
-from jobs.datasets.options import UploadLimits, UploadOptions, dataset_id_for
-from jobs.datasets.service import build_dataset
-from jobs.datasets.validate import stratified_split
+from archsearch.jobs.domain.datasets.archive import check_entry_name
+from archsearch.jobs.domain.datasets.errors import InvalidUpload, LimitExceeded, UnsafeArchive
+from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions, dataset_id_for
+from archsearch.jobs.domain.datasets.service import build_dataset
+from archsearch.jobs.domain.datasets.validate import stratified_split
 
 LIMITS = UploadLimits(min_class_samples=5)
 OPTIONS = UploadOptions()
@@ -25,8 +25,13 @@ OPTIONS = UploadOptions()
 # ---- generators (also used by tests/service/test_datasets_api.py) ----------------------
 
 
-def blobs(classes: int = 3, per_class: int = 20, shape: tuple[int, ...] = (6,), seed: int = 0,
-          spread: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+def blobs(
+    classes: int = 3,
+    per_class: int = 20,
+    shape: tuple[int, ...] = (6,),
+    seed: int = 0,
+    spread: float = 3.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Separable data: class c is centred at c * spread in every coordinate."""
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(classes), per_class)
@@ -52,7 +57,11 @@ def csv_bytes(x: np.ndarray, labels: list[str] | np.ndarray, label_column: str =
 
 def idx_bytes(array: np.ndarray) -> bytes:
     assert array.dtype == np.uint8
-    return struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
+    return (
+        struct.pack(">BBBB", 0, 0, 0x08, array.ndim)
+        + struct.pack(f">{array.ndim}I", *array.shape)
+        + array.tobytes()
+    )
 
 
 def zip_bytes(entries: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
@@ -63,9 +72,15 @@ def zip_bytes(entries: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED
     return out.getvalue()
 
 
-def idx_zip_bytes(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, gz: bool = False) -> bytes:
-    files = {"train-images-idx3-ubyte": x, "train-labels-idx1-ubyte": y,
-             "t10k-images-idx3-ubyte": x_test, "t10k-labels-idx1-ubyte": y_test}
+def idx_zip_bytes(
+    x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, gz: bool = False
+) -> bytes:
+    files = {
+        "train-images-idx3-ubyte": x,
+        "train-labels-idx1-ubyte": y,
+        "t10k-images-idx3-ubyte": x_test,
+        "t10k-labels-idx1-ubyte": y_test,
+    }
     entries = {}
     for stem, array in files.items():
         data = idx_bytes(array.astype(np.uint8))
@@ -79,8 +94,14 @@ def image_bytes(pixels: np.ndarray, fmt: str = "PNG") -> bytes:
     return out.getvalue()
 
 
-def image_zip_bytes(images: np.ndarray, labels: np.ndarray, names: list[str], fmt: str = "PNG",
-                    root: str = "pets/", test: np.ndarray | None = None) -> bytes:
+def image_zip_bytes(
+    images: np.ndarray,
+    labels: np.ndarray,
+    names: list[str],
+    fmt: str = "PNG",
+    root: str = "pets/",
+    test: np.ndarray | None = None,
+) -> bytes:
     """One folder per class (grey (N, H, W) or RGB (N, H, W, 3) uint8); with a `test` mask,
     those samples go to test/<class>/ and the others to train/<class>/."""
     suffix = ".png" if fmt == "PNG" else ".jpg"
@@ -91,7 +112,9 @@ def image_zip_bytes(images: np.ndarray, labels: np.ndarray, names: list[str], fm
     return zip_bytes(entries, zipfile.ZIP_STORED)
 
 
-def grey_images(classes: int = 3, per_class: int = 10, side: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def grey_images(
+    classes: int = 3, per_class: int = 10, side: int = 8, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """uint8 (N, side, side) images whose brightness depends on the class."""
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(classes), per_class)
@@ -106,7 +129,7 @@ def set_declared_size(data: bytes, size: int) -> bytes:
     for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
         start = raw.find(signature)
         while start != -1:
-            raw[start + offset: start + offset + 4] = struct.pack("<I", size)
+            raw[start + offset : start + offset + 4] = struct.pack("<I", size)
             start = raw.find(signature, start + 4)
     return bytes(raw)
 
@@ -118,7 +141,12 @@ def zip_bomb(declared: int = 0xFFFF_FFF0) -> bytes:
 
 def traversal_zip() -> bytes:
     x, y = grey_images()
-    return zip_bytes({"../../evil/0.png": image_bytes(x[0]), **{f"c{y[i]}/{i}.png": image_bytes(x[i]) for i in range(1, 30)}})
+    return zip_bytes(
+        {
+            "../../evil/0.png": image_bytes(x[0]),
+            **{f"c{y[i]}/{i}.png": image_bytes(x[i]) for i in range(1, 30)},
+        }
+    )
 
 
 def pickled_npz() -> bytes:
@@ -158,9 +186,19 @@ MALFORMED = {
     "zip_bomb": ("bomb.zip", zip_bomb, LimitExceeded, "ARCHSEARCH_UPLOAD_MAX_UNCOMPRESSED_BYTES"),
     "path_traversal": ("evil.zip", traversal_zip, UnsafeArchive, "'..'"),
     "pickled_npz": ("objects.npz", pickled_npz, InvalidUpload, "pickle"),
-    "text_in_numeric_csv": ("table.csv", text_in_numeric_csv, InvalidUpload, "'abc' is not a number"),
+    "text_in_numeric_csv": (
+        "table.csv",
+        text_in_numeric_csv,
+        InvalidUpload,
+        "'abc' is not a number",
+    ),
     "one_class_empty": ("ten.npz", one_class_empty_npz, InvalidUpload, "class 7 has 0"),
-    "mismatched_lengths": ("short.npz", mismatched_npz, InvalidUpload, "x has 60 samples but y has 59 labels"),
+    "mismatched_lengths": (
+        "short.npz",
+        mismatched_npz,
+        InvalidUpload,
+        "x has 60 samples but y has 59 labels",
+    ),
 }
 
 
@@ -170,7 +208,13 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def build(tmp_path: Path, name: str, data: bytes, options: UploadOptions = OPTIONS, limits: UploadLimits = LIMITS):
+def build(
+    tmp_path: Path,
+    name: str,
+    data: bytes,
+    options: UploadOptions = OPTIONS,
+    limits: UploadLimits = LIMITS,
+):
     return build_dataset(write(tmp_path, name, data), name, options, limits)
 
 
@@ -196,11 +240,22 @@ def test_missing_test_split_is_seeded_stratified_and_recorded(tmp_path: Path) ->
     x, y = blobs(classes=4, per_class=25)
     options = UploadOptions(test_fraction=0.2, split_seed=7)
     valid = build(tmp_path, "d.npz", npz_bytes(x=x, y=y), options)
-    assert valid.split == {"source": "made", "method": "stratified", "test_fraction": 0.2, "seed": 7}
+    assert valid.split == {
+        "source": "made",
+        "method": "stratified",
+        "test_fraction": 0.2,
+        "seed": 7,
+    }
     assert valid.class_counts() == {"train": [20] * 4, "test": [5] * 4}
     # Every sample lands in exactly one split, with its label.
-    rows = {tuple(r): label for r, label in zip(np.concatenate([valid.x_train, valid.x_test]),
-                                                np.concatenate([valid.y_train, valid.y_test]), strict=True)}
+    rows = {
+        tuple(r): label
+        for r, label in zip(
+            np.concatenate([valid.x_train, valid.x_test]),
+            np.concatenate([valid.y_train, valid.y_test]),
+            strict=True,
+        )
+    }
     assert rows == {tuple(r): label for r, label in zip(x, y, strict=True)}
     again = build(tmp_path, "e.npz", npz_bytes(x=x, y=y), options)
     np.testing.assert_array_equal(again.x_test, valid.x_test)
@@ -220,7 +275,9 @@ def test_stratified_split_keeps_one_test_sample_and_one_train_sample_per_class()
 def test_csv_with_named_classes_and_label_column_anywhere(tmp_path: Path) -> None:
     x, y = blobs(classes=3, per_class=10, shape=(4,))
     names = np.array(["dog", "cat", "emu"])[y]
-    valid = build(tmp_path, "t.csv", csv_bytes(x, names, "species"), UploadOptions(label_column="species"))
+    valid = build(
+        tmp_path, "t.csv", csv_bytes(x, names, "species"), UploadOptions(label_column="species")
+    )
     assert valid.kind == "features" and valid.input_shape == (4,)
     assert valid.class_names == ("cat", "dog", "emu")
     all_x = np.concatenate([valid.x_train, valid.x_test])
@@ -242,7 +299,11 @@ def test_idx_zip_reads_the_four_files(tmp_path: Path, gz: bool) -> None:
     x, y = grey_images(classes=3, per_class=10, side=6)
     xt, yt = grey_images(classes=3, per_class=5, side=6, seed=1)
     valid = build(tmp_path, "m.zip", idx_zip_bytes(x, y, xt, yt, gz=gz))
-    assert valid.format == "idx" and valid.input_shape == (1, 6, 6) and valid.split == {"source": "upload"}
+    assert (
+        valid.format == "idx"
+        and valid.input_shape == (1, 6, 6)
+        and valid.split == {"source": "upload"}
+    )
     np.testing.assert_array_equal(valid.x_train[:, 0], x)
     np.testing.assert_array_equal(valid.y_test, yt)
 
@@ -252,7 +313,10 @@ def test_png_folder_zip_decodes_exact_pixels(tmp_path: Path) -> None:
     test = np.arange(len(y)) % 8 >= 6  # the last two of every class
     valid = build(tmp_path, "p.zip", image_zip_bytes(x, y, ["ant", "bee", "cow"], test=test))
     assert valid.format == "images" and valid.class_names == ("ant", "bee", "cow")
-    assert valid.split == {"source": "upload"} and valid.class_counts() == {"train": [6] * 3, "test": [2] * 3}
+    assert valid.split == {"source": "upload"} and valid.class_counts() == {
+        "train": [6] * 3,
+        "test": [2] * 3,
+    }
     np.testing.assert_array_equal(valid.x_train[:, 0], x[~test])  # lossless PNG, entry order kept
     np.testing.assert_array_equal(valid.y_train, y[~test])
     np.testing.assert_array_equal(valid.x_test[:, 0], x[test])
@@ -289,13 +353,19 @@ def test_malformed_uploads_are_refused_with_their_message(tmp_path: Path, case: 
         ("d.npz", b"x,y\n1,2\n", "named .npz but is not one"),
         ("d.csv", zip_bytes({"a.txt": b"1"}), "holds binary data"),
         ("d.zip", b"label,f\n", "not a zip archive"),
-        ("d.zip", zip_bytes({"a/1.png": image_bytes(np.zeros((4, 4), np.uint8), "JPEG")}), "named as PNG but is JPEG"),
+        (
+            "d.zip",
+            zip_bytes({"a/1.png": image_bytes(np.zeros((4, 4), np.uint8), "JPEG")}),
+            "named as PNG but is JPEG",
+        ),
         ("d.zip", zip_bytes({"notes.txt": b"hello"}), "neither the four IDX files"),
         ("d.npy", b"\x93NUMPY", "upload an .npz"),
         ("d.parquet", b"PAR1", "unsupported file type '.parquet'"),
     ],
 )
-def test_a_file_that_claims_one_format_and_is_another_is_refused(tmp_path: Path, name: str, data: bytes, words: str) -> None:
+def test_a_file_that_claims_one_format_and_is_another_is_refused(
+    tmp_path: Path, name: str, data: bytes, words: str
+) -> None:
     with pytest.raises(InvalidUpload) as caught:
         build(tmp_path, name, data)
     assert words in str(caught.value)
@@ -304,22 +374,50 @@ def test_a_file_that_claims_one_format_and_is_another_is_refused(tmp_path: Path,
 @pytest.mark.parametrize(
     ("arrays", "words"),
     [
-        ({"x": np.zeros((30, 4, 4)), "y": np.zeros(30)}, "x has 3 dimensions (30, 4, 4); expected (N, features) or (N, C, H, W)"),
+        (
+            {"x": np.zeros((30, 4, 4)), "y": np.zeros(30)},
+            "x has 3 dimensions (30, 4, 4); expected (N, features) or (N, C, H, W)",
+        ),
         ({"x": np.zeros((30, 8, 8, 3)), "y": np.zeros(30)}, "channels-last"),
-        ({"x": np.full((30, 2), np.nan), "y": np.arange(30) % 2}, "60 NaN value(s) (first in sample 0)"),
-        ({"x": np.where(np.arange(60).reshape(30, 2) == 9, np.inf, 0.0), "y": np.arange(30) % 2}, "1 infinite value(s) (first in sample 4)"),
+        (
+            {"x": np.full((30, 2), np.nan), "y": np.arange(30) % 2},
+            "60 NaN value(s) (first in sample 0)",
+        ),
+        (
+            {"x": np.where(np.arange(60).reshape(30, 2) == 9, np.inf, 0.0), "y": np.arange(30) % 2},
+            "1 infinite value(s) (first in sample 4)",
+        ),
         ({"x": np.full((30, 2), 1e300), "y": np.arange(30) % 2}, "fit in float32"),
         ({"x": np.zeros((30, 2)), "y": np.arange(30) % 2 - 1}, "holds label -1"),
         ({"x": np.zeros((30, 2)), "y": np.full(30, 0.5)}, "labels must be integers"),
         ({"x": np.zeros((30, 2)), "y": np.zeros(30)}, "a single class"),
-        ({"x": np.zeros((30, 2)), "y": np.arange(30) % 2, "x_test": np.zeros((3, 2))}, "x_test is given without y_test"),
-        ({"x": np.zeros((30, 2)), "y": np.arange(30) % 2, "x_test": np.zeros((3, 3)), "y_test": np.zeros(3)}, "x_test samples have shape (3,)"),
-        ({"x": np.zeros((30, 2)), "y": np.arange(30) % 2, "labels": np.zeros(3)}, "array named 'labels'"),
+        (
+            {"x": np.zeros((30, 2)), "y": np.arange(30) % 2, "x_test": np.zeros((3, 2))},
+            "x_test is given without y_test",
+        ),
+        (
+            {
+                "x": np.zeros((30, 2)),
+                "y": np.arange(30) % 2,
+                "x_test": np.zeros((3, 3)),
+                "y_test": np.zeros(3),
+            },
+            "x_test samples have shape (3,)",
+        ),
+        (
+            {"x": np.zeros((30, 2)), "y": np.arange(30) % 2, "labels": np.zeros(3)},
+            "array named 'labels'",
+        ),
         ({"x": np.zeros((30, 2))}, "no array 'y'"),
-        ({"x": np.array([["a", "b"]] * 30), "y": np.arange(30) % 2}, "dtype <U1; expected real numbers"),
+        (
+            {"x": np.array([["a", "b"]] * 30), "y": np.arange(30) % 2},
+            "dtype <U1; expected real numbers",
+        ),
     ],
 )
-def test_invalid_arrays_say_what_is_wrong_and_what_is_expected(tmp_path: Path, arrays: dict, words: str) -> None:
+def test_invalid_arrays_say_what_is_wrong_and_what_is_expected(
+    tmp_path: Path, arrays: dict, words: str
+) -> None:
     with pytest.raises(InvalidUpload) as caught:
         build(tmp_path, "d.npz", npz_bytes(**arrays))
     assert words in str(caught.value)
@@ -327,15 +425,21 @@ def test_invalid_arrays_say_what_is_wrong_and_what_is_expected(tmp_path: Path, a
 
 def test_labels_out_of_range_of_the_given_class_count(tmp_path: Path) -> None:
     x, y = blobs(classes=4)
-    with pytest.raises(InvalidUpload, match=r"label 3 is out of range: with 3 classes labels must be 0..2"):
+    with pytest.raises(
+        InvalidUpload, match=r"label 3 is out of range: with 3 classes labels must be 0..2"
+    ):
         build(tmp_path, "d.npz", npz_bytes(x=x, y=y), UploadOptions(num_classes=3))
 
 
 def idx_entries_with(stem: str, data: bytes) -> dict[str, bytes]:
     """The four IDX files, small and valid, except `stem` (which comes first)."""
     x, y = grey_images()
-    files = {"train-images-idx3-ubyte": idx_bytes(x), "train-labels-idx1-ubyte": idx_bytes(y.astype(np.uint8)),
-             "t10k-images-idx3-ubyte": idx_bytes(x), "t10k-labels-idx1-ubyte": idx_bytes(y.astype(np.uint8))}
+    files = {
+        "train-images-idx3-ubyte": idx_bytes(x),
+        "train-labels-idx1-ubyte": idx_bytes(y.astype(np.uint8)),
+        "t10k-images-idx3-ubyte": idx_bytes(x),
+        "t10k-labels-idx1-ubyte": idx_bytes(y.astype(np.uint8)),
+    }
     return {stem: data, **{k: v for k, v in files.items() if not stem.startswith(k)}}
 
 
@@ -347,7 +451,12 @@ def test_real_zip_bomb_stops_at_the_uncompressed_limit(tmp_path: Path) -> None:
     # Declared sizes that lie (small) do not let more bytes out: zipfile stops at them and the
     # CRC check fails, so the upload is refused as damaged without inflating 20 MB.
     with pytest.raises(InvalidUpload, match="damaged"):
-        build(tmp_path, "b.zip", set_declared_size(bomb, 1000), limits=UploadLimits(max_uncompressed_bytes=5 << 20))
+        build(
+            tmp_path,
+            "b.zip",
+            set_declared_size(bomb, 1000),
+            limits=UploadLimits(max_uncompressed_bytes=5 << 20),
+        )
 
 
 def test_gzip_bomb_inside_the_zip_stops_at_the_budget(tmp_path: Path) -> None:
@@ -359,14 +468,21 @@ def test_gzip_bomb_inside_the_zip_stops_at_the_budget(tmp_path: Path) -> None:
 def test_entry_and_pixel_limits(tmp_path: Path) -> None:
     x, y = grey_images(classes=2, per_class=10, side=20)
     data = image_zip_bytes(x, y, ["a", "b"])
-    with pytest.raises(LimitExceeded, match="20 entries is over the limit of 10 entries .ARCHSEARCH_UPLOAD_MAX_ENTRIES"):
+    with pytest.raises(
+        LimitExceeded,
+        match="20 entries is over the limit of 10 entries .ARCHSEARCH_UPLOAD_MAX_ENTRIES",
+    ):
         build(tmp_path, "i.zip", data, limits=UploadLimits(max_entries=10))
     with pytest.raises(LimitExceeded, match=r"\(20x20 pixels\) is over the limit of 399 pixels"):
         build(tmp_path, "i.zip", data, limits=UploadLimits(max_image_pixels=399))
-    assert build(tmp_path, "i.zip", data, limits=UploadLimits(max_image_pixels=400)).input_shape == (1, 20, 20)
+    assert build(
+        tmp_path, "i.zip", data, limits=UploadLimits(max_image_pixels=400)
+    ).input_shape == (1, 20, 20)
 
 
-@pytest.mark.parametrize("name", ["/etc/passwd", "\\windows\\x.png", "C:/x.png", "a/../../x.png", "a\\..\\x.png"])
+@pytest.mark.parametrize(
+    "name", ["/etc/passwd", "\\windows\\x.png", "C:/x.png", "a/../../x.png", "a\\..\\x.png"]
+)
 def test_unsafe_entry_names(name: str) -> None:
     with pytest.raises(UnsafeArchive):
         check_entry_name(name)

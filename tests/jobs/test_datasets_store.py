@@ -12,25 +12,25 @@ import pytest
 import torch
 from sqlalchemy import func, select
 
-from core.errors import IncompatibleModelError
-from core.spec import DatasetRef, parse_job_spec
-from jobs import repository as job_repository
-from jobs.data import dataset_input_shape, load_job_dataset
-from jobs.datasets import repository, service
-from jobs.datasets.errors import (
+from archsearch.core.errors import IncompatibleModelError
+from archsearch.core.spec import DatasetRef, parse_job_spec
+from archsearch.jobs.domain import repository as job_repository
+from archsearch.jobs.domain.datasets import repository, service
+from archsearch.jobs.domain.datasets.errors import (
     DatasetInUse,
     DatasetNotFound,
     InvalidUpload,
     LimitExceeded,
     UnknownUploadedDataset,
 )
-from jobs.datasets.models import UploadedDataset
-from jobs.datasets.options import UploadOptions
-from jobs.migrate import upgrade
-from jobs.models import JobStatus
-from jobs.runtime import Runtime
-from jobs.settings import Settings
-from jobs.validation import validate_submission
+from archsearch.jobs.domain.datasets.options import UploadOptions
+from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.validation import validate_submission
+from archsearch.jobs.platform.migrate import upgrade
+from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.runtime.data import dataset_input_shape, load_job_dataset
 from tests.jobs.test_datasets_readers import (
     MALFORMED,
     blobs,
@@ -44,13 +44,19 @@ DEFAULTS = UploadOptions()
 
 @pytest.fixture()
 def runtime(tmp_path: Path) -> Runtime:
-    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
-                        artifact_root=tmp_path / "artifacts", broker_url=None)
+    settings = Settings(
+        home=tmp_path,
+        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
+        artifact_root=tmp_path / "artifacts",
+        broker_url=None,
+    )
     upgrade(settings.resolved_database_url)
     return Runtime.from_settings(settings)
 
 
-def upload(runtime: Runtime, name: str, data: bytes, options: UploadOptions = DEFAULTS) -> tuple[UploadedDataset, bool]:
+def upload(
+    runtime: Runtime, name: str, data: bytes, options: UploadOptions = DEFAULTS
+) -> tuple[UploadedDataset, bool]:
     with runtime.sessions() as session:
         return service.upload_dataset(session, runtime.settings, io.BytesIO(data), name, options)
 
@@ -60,7 +66,11 @@ def stored_state(runtime: Runtime) -> tuple[int, list[str]]:
     with runtime.sessions() as session:
         rows = int(session.scalar(select(func.count()).select_from(UploadedDataset)) or 0)
     root = service.dataset_store(runtime.settings).root
-    paths = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != ".incoming") if root.exists() else []
+    paths = (
+        sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != ".incoming")
+        if root.exists()
+        else []
+    )
     return rows, paths
 
 
@@ -77,7 +87,10 @@ def test_same_upload_twice_is_one_dataset(runtime: Runtime) -> None:
     np.testing.assert_allclose(first.std, train.std(axis=0), rtol=1e-12)
     other, created_other = upload(runtime, "table.npz", data, UploadOptions(split_seed=3))
     assert created_other and other.id != first.id
-    assert stored_state(runtime) == (2, sorted([first.id, f"{first.id}/data.npz", other.id, f"{other.id}/data.npz"]))
+    assert stored_state(runtime) == (
+        2,
+        sorted([first.id, f"{first.id}/data.npz", other.id, f"{other.id}/data.npz"]),
+    )
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -88,7 +101,9 @@ def test_refused_uploads_leave_no_row_and_no_file(runtime: Runtime, case: str) -
     assert stored_state(runtime) == (0, [])
 
 
-def test_a_failure_after_the_files_are_written_removes_them(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_after_the_files_are_written_removes_them(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refuse(*_: object) -> None:  # the database refusing the row, after the folder exists
         raise RuntimeError("database went away")
 
@@ -102,8 +117,13 @@ def test_a_failure_after_the_files_are_written_removes_them(runtime: Runtime, mo
 def test_upload_size_limit_stops_the_copy(runtime: Runtime) -> None:
     settings = runtime.settings.model_copy(update={"upload_max_bytes": 1000})
     x, y = blobs()
-    with runtime.sessions() as session, pytest.raises(LimitExceeded, match="ARCHSEARCH_UPLOAD_MAX_BYTES"):
-        service.upload_dataset(session, settings, io.BytesIO(npz_bytes(x=x, y=y)), "d.npz", UploadOptions())
+    with (
+        runtime.sessions() as session,
+        pytest.raises(LimitExceeded, match="ARCHSEARCH_UPLOAD_MAX_BYTES"),
+    ):
+        service.upload_dataset(
+            session, settings, io.BytesIO(npz_bytes(x=x, y=y)), "d.npz", UploadOptions()
+        )
     assert stored_state(runtime) == (0, [])
 
 
@@ -112,7 +132,9 @@ def test_delete_is_refused_while_a_queued_job_uses_the_dataset(runtime: Runtime)
     dataset, _ = upload(runtime, "d.npz", npz_bytes(x=x, y=y))
     other, _ = upload(runtime, "e.npz", npz_bytes(x=x[:45], y=y[:45]))
     with runtime.sessions() as session:
-        job = job_repository.create_job(session, "train", {"method": "train", "dataset": {"id": dataset.id}}, None)
+        job = job_repository.create_job(
+            session, "train", {"method": "train", "dataset": {"id": dataset.id}}, None
+        )
         session.commit()
         assert repository.active_jobs_using(session, dataset.id) == [job.id]
         assert repository.active_jobs_using(session, other.id) == []
@@ -133,7 +155,9 @@ def test_job_submission_checks_the_uploaded_shape(runtime: Runtime) -> None:
     with runtime.sessions() as session:
         spec = parse_job_spec({"method": "train", "dataset": {"id": dataset.id}})
         assert dataset_input_shape(session, spec, runtime.settings) == (7,)
-        cnn = parse_job_spec({"method": "train", "dataset": {"id": dataset.id}, "model": {"name": "cnn"}})
+        cnn = parse_job_spec(
+            {"method": "train", "dataset": {"id": dataset.id}, "model": {"name": "cnn"}}
+        )
         with pytest.raises(IncompatibleModelError, match="needs image inputs"):
             validate_submission(session, cnn, runtime.settings)
         missing = parse_job_spec({"method": "train", "dataset": {"id": "ds-0000000000000000"}})
@@ -153,13 +177,22 @@ def test_worker_normalises_with_the_stored_statistics(runtime: Runtime) -> None:
     arrays = service.dataset_store(runtime.settings).load(dataset.id)
     raw = arrays["x"].astype(np.float64)
     expected = (raw - raw.mean()) / raw.std()
-    torch.testing.assert_close(data.x_train, torch.from_numpy(expected.astype(np.float32)), rtol=1e-5, atol=1e-5)
-    assert abs(float(data.x_train.mean())) < 1e-5 and float(data.x_train.std(unbiased=False)) == pytest.approx(1, abs=1e-5)
+    torch.testing.assert_close(
+        data.x_train, torch.from_numpy(expected.astype(np.float32)), rtol=1e-5, atol=1e-5
+    )
+    assert abs(float(data.x_train.mean())) < 1e-5 and float(
+        data.x_train.std(unbiased=False)
+    ) == pytest.approx(1, abs=1e-5)
     # Every stored training image is an uploaded image, with the label of its folder.
     uploaded = {x[i].tobytes(): int(y[i]) for i in range(len(x))}
-    stored = {arrays["x"][i, 0].astype(np.uint8).tobytes(): int(arrays["y"][i]) for i in range(len(arrays["y"]))}
+    stored = {
+        arrays["x"][i, 0].astype(np.uint8).tobytes(): int(arrays["y"][i])
+        for i in range(len(arrays["y"]))
+    }
     assert all(uploaded[k] == label for k, label in stored.items())
-    few = load_job_dataset(runtime, spec.model_copy(update={"dataset": DatasetRef(id=dataset.id, samples_per_class=2)}))
+    few = load_job_dataset(
+        runtime, spec.model_copy(update={"dataset": DatasetRef(id=dataset.id, samples_per_class=2)})
+    )
     assert torch.bincount(few.y_train).tolist() == [2, 2, 2]
 
 

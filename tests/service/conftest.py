@@ -17,11 +17,11 @@ import pytest
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from client import ArchsearchClient
-from jobs.accounts import repository as account_repo
-from jobs.accounts.service import issue_token
-from jobs.db import make_engine, make_session_factory, transaction
-from jobs.migrate import upgrade
+from archsearch.client import ArchsearchClient
+from archsearch.jobs.domain.accounts import repository as account_repo
+from archsearch.jobs.domain.accounts.service import issue_token
+from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
+from archsearch.jobs.platform.migrate import upgrade
 from tests.conftest import SHARED_DATASETS
 from tests.service import procs
 from tests.service.procs import PG_ADMIN, REDIS_URL, create_database, drop_database
@@ -81,7 +81,9 @@ def api_url(service_env: dict[str, str], log_dir: Path) -> Iterator[str]:
 
 
 def start_worker(service_env: dict[str, str], log_dir: Path, name: str) -> procs.Proc:
-    proc = procs.start(name, ["worker", "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"], service_env, log_dir)
+    proc = procs.start(
+        name, ["worker", "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"], service_env, log_dir
+    )
     procs.wait_log(proc, "ready.", timeout=90)
     return proc
 
@@ -106,8 +108,15 @@ def accounts(pg_url: str) -> Accounts:
     engine = make_engine(pg_url)
     tokens = {}
     with transaction(make_session_factory(engine)) as session:
-        teams = {name: account_repo.create_team(session, name, None) for name in ("alpha", "beta", "ops")}
-        for user, team in (("alice", "alpha"), ("bob", "alpha"), ("carol", "beta"), ("dave", "beta")):
+        teams = {
+            name: account_repo.create_team(session, name, None) for name in ("alpha", "beta", "ops")
+        }
+        for user, team in (
+            ("alice", "alpha"),
+            ("bob", "alpha"),
+            ("carol", "beta"),
+            ("dave", "beta"),
+        ):
             account_repo.create_user(session, teams[team], user, False, None)
             tokens[user] = issue_token(session, user, "submit", 1)
         account_repo.create_user(session, teams["ops"], "root", True, None)

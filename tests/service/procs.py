@@ -68,8 +68,11 @@ def start(name: str, args: list[str], env: dict[str, str], log_dir: Path) -> Pro
     log_path = log_dir / f"{name}-{time.monotonic_ns()}.log"
     handle = open(log_path, "wb")
     popen = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", *args],
-        env={**os.environ, **env}, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        [sys.executable, "-m", "archsearch.cli.main", *args],
+        env={**os.environ, **env},
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     return Proc(name, popen, log_path)
 
@@ -101,9 +104,9 @@ def wait_log(proc: Proc, needle: str, timeout: float = 60.0) -> None:
 
 def user_with_token(database_url: str, name: str = "bench") -> str:
     """A team and a user of that name, and a submit token for it (benchmarks, tests)."""
-    from jobs.accounts import repository as account_repo
-    from jobs.accounts.service import issue_token
-    from jobs.db import make_engine, make_session_factory, transaction
+    from archsearch.jobs.domain.accounts import repository as account_repo
+    from archsearch.jobs.domain.accounts.service import issue_token
+    from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 
     engine = make_engine(database_url)
     with transaction(make_session_factory(engine)) as session:

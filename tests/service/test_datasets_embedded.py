@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from jobs.datasets.service import dataset_store
-from jobs.migrate import upgrade
-from jobs.runner import LocalRunner
-from jobs.runtime import Runtime
-from jobs.settings import Settings
+from archsearch.api.app import create_app
+from archsearch.jobs.domain.datasets.service import dataset_store
+from archsearch.jobs.platform.migrate import upgrade
+from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.runtime.runner import LocalRunner
 from tests.conftest import SHARED_DATASETS
 from tests.jobs.test_datasets_readers import blobs, csv_bytes, npz_bytes
 
@@ -23,8 +23,14 @@ from tests.jobs.test_datasets_readers import blobs, csv_bytes, npz_bytes
 @pytest.fixture()
 def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Runtime]]:
     # Everything explicit, so no ARCHSEARCH_* variable of the environment turns this into a team setup.
-    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'archsearch.db'}", broker_url=None,
-                        artifact_root=tmp_path / "artifacts", data_dir=SHARED_DATASETS, upload_max_bytes=200_000)
+    settings = Settings(
+        home=tmp_path,
+        database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",
+        broker_url=None,
+        artifact_root=tmp_path / "artifacts",
+        data_dir=SHARED_DATASETS,
+        upload_max_bytes=200_000,
+    )
     upgrade(settings.resolved_database_url)
     runtime = Runtime.from_settings(settings)
     runner = LocalRunner(runtime)  # started by the test, so a job can be held in `queued`
@@ -37,18 +43,27 @@ def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Runtime]
 
 def wait_job(client: TestClient, job_id: str, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
-    while (job := client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("succeeded", "failed", "cancelled"):
+    while (job := client.get(f"/v1/jobs/{job_id}").json())["status"] not in (
+        "succeeded",
+        "failed",
+        "cancelled",
+    ):
         assert time.monotonic() < deadline, f"job {job_id} still {job['status']}"
         time.sleep(0.2)
     return job
 
 
-def test_upload_train_and_delete_on_sqlite(embedded: tuple[TestClient, LocalRunner, Runtime]) -> None:
+def test_upload_train_and_delete_on_sqlite(
+    embedded: tuple[TestClient, LocalRunner, Runtime],
+) -> None:
     client, runner, _ = embedded
     x, y = blobs(classes=3, per_class=30, shape=(6,))
     names = [["low", "mid", "high"][label] for label in y]
-    answer = client.post("/v1/datasets", files={"file": ("plants.csv", csv_bytes(x, names, "kind"))},
-                         data={"label_column": "kind", "name": "plants"})
+    answer = client.post(
+        "/v1/datasets",
+        files={"file": ("plants.csv", csv_bytes(x, names, "kind"))},
+        data={"label_column": "kind", "name": "plants"},
+    )
     assert answer.status_code == 201, answer.text
     dataset = answer.json()
     assert answer.headers["location"] == f"/v1/datasets/{dataset['id']}"
@@ -57,10 +72,17 @@ def test_upload_train_and_delete_on_sqlite(embedded: tuple[TestClient, LocalRunn
     assert listed[None]["source"] == "builtin" and listed[dataset["id"]]["name"] == "plants"
     assert client.get(f"/v1/datasets/{dataset['id']}/preview.png").status_code == 404  # a table
 
-    cnn = client.post("/v1/jobs", json={"method": "train", "dataset": {"id": dataset["id"]}, "model": {"name": "cnn"}})
+    cnn = client.post(
+        "/v1/jobs",
+        json={"method": "train", "dataset": {"id": dataset["id"]}, "model": {"name": "cnn"}},
+    )
     assert cnn.status_code == 422 and cnn.json()["detail"][0]["field"] == "model"
 
-    spec = {"method": "train", "dataset": {"id": dataset["id"]}, "training": {"epochs": 15, "batch_size": 16}}
+    spec = {
+        "method": "train",
+        "dataset": {"id": dataset["id"]},
+        "training": {"epochs": 15, "batch_size": 16},
+    }
     job = client.post("/v1/jobs", json=spec).json()
     refused = client.delete(f"/v1/datasets/{dataset['id']}")
     assert refused.status_code == 409 and job["id"] in refused.json()["detail"]
@@ -76,22 +98,32 @@ def test_upload_train_and_delete_on_sqlite(embedded: tuple[TestClient, LocalRunn
     assert again.status_code == 422 and again.json()["detail"][0]["field"] == "dataset.id"
 
 
-def test_upload_limits_and_fields_over_http(embedded: tuple[TestClient, LocalRunner, Runtime]) -> None:
+def test_upload_limits_and_fields_over_http(
+    embedded: tuple[TestClient, LocalRunner, Runtime],
+) -> None:
     client, _, runtime = embedded
     x, y = blobs(classes=2, per_class=4000, shape=(8,))
     big = npz_bytes(x=x, y=y)
-    assert len(big) > 200_000 + (64 << 10)  # refused from its Content-Length, before the body is read
+    assert len(big) > 200_000 + (
+        64 << 10
+    )  # refused from its Content-Length, before the body is read
     answer = client.post("/v1/datasets", files={"file": ("big.npz", big)})
     assert answer.status_code == 413
     assert answer.json() == {"error": "too_large", "detail": answer.json()["detail"]}
     assert "200,000 bytes (ARCHSEARCH_UPLOAD_MAX_BYTES)" in answer.json()["detail"]
 
     small = npz_bytes(x=x[:40], y=y[:40])
-    bad = client.post("/v1/datasets", files={"file": ("s.npz", small)}, data={"test_fraction": "1.5"})
+    bad = client.post(
+        "/v1/datasets", files={"file": ("s.npz", small)}, data={"test_fraction": "1.5"}
+    )
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "test_fraction"
-    wrong = client.post("/v1/datasets", files={"file": ("s.npz", npz_bytes(x=x[:40, :3, None], y=y[:40]))})
+    wrong = client.post(
+        "/v1/datasets", files={"file": ("s.npz", npz_bytes(x=x[:40, :3, None], y=y[:40]))}
+    )
     assert wrong.status_code == 422
-    assert wrong.json()["detail"] == [{"field": "file", "message": wrong.json()["detail"][0]["message"]}]
+    assert wrong.json()["detail"] == [
+        {"field": "file", "message": wrong.json()["detail"][0]["message"]}
+    ]
     assert "x has 3 dimensions" in wrong.json()["detail"][0]["message"]
     root = dataset_store(runtime.settings).root
     assert [p for p in root.rglob("*") if p.is_file()] == []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from client import ArchsearchClient
+from archsearch.client import ArchsearchClient
 from tests.conftest import SHARED_DATASETS
 from tests.service import procs
 
@@ -16,8 +16,11 @@ pytestmark = pytest.mark.slow
 
 
 def start_embedded(home: Path, port: int, log_dir: Path) -> procs.Proc:
-    env = {"ARCHSEARCH_HOME": str(home), "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
-           "ARCHSEARCH_LEASE_SECONDS": "3"}
+    env = {
+        "ARCHSEARCH_HOME": str(home),
+        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_LEASE_SECONDS": "3",
+    }
     for name in ("ARCHSEARCH_DATABASE_URL", "ARCHSEARCH_BROKER_URL", "ARCHSEARCH_ARTIFACT_ROOT"):
         env[name] = ""  # make sure nothing of a team setup leaks in
     proc = procs.start("serve", ["serve", "--port", str(port)], env, log_dir)
@@ -30,14 +33,21 @@ def test_embedded_serve_runs_jobs_and_survives_a_restart(tmp_path: Path) -> None
     server = start_embedded(home, port, tmp_path)
     try:
         with ArchsearchClient(f"http://127.0.0.1:{port}") as client:
-            quick = client.wait(client.submit({"method": "train", "dataset": {"name": "digits"}})["id"], timeout=120)
+            quick = client.wait(
+                client.submit({"method": "train", "dataset": {"name": "digits"}})["id"], timeout=120
+            )
             assert quick["status"] == "succeeded", quick["error"]
             files = client.download_all(quick["id"], tmp_path / "quick")
-            assert {"model.safetensors", "architecture.json", "curves.png"} <= {p.name for p in files}
+            assert {"model.safetensors", "architecture.json", "curves.png"} <= {
+                p.name for p in files
+            }
 
             # A job interrupted by a crash of the whole server resumes when it comes back.
-            long_spec = {"method": "train", "dataset": {"name": "mnist", "train_subset": 8000},
-                         "training": {"epochs": 5, "batch_size": 64}}
+            long_spec = {
+                "method": "train",
+                "dataset": {"name": "mnist", "train_subset": 8000},
+                "training": {"epochs": 5, "batch_size": 64},
+            }
             long_id = client.submit(long_spec)["id"]
             deadline = time.monotonic() + 120
             while len(client.metrics(long_id).get("test_accuracy", [])) < 2:
@@ -62,7 +72,12 @@ def test_embedded_mode_without_tokens_refuses_a_public_address(tmp_path: Path) -
     import sys
 
     env = {"ARCHSEARCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--host", "0.0.0.0"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "archsearch.cli.main", "serve", "--host", "0.0.0.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "only binds to localhost" in result.stderr

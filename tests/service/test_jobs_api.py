@@ -11,17 +11,23 @@ import torch
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from client import ApiError, ArchsearchClient
-from core.data.loaders import load_dataset
-from core.export import load_model
-from core.spec import DatasetRef
-from core.training import evaluate
-from jobs.models import Artifact, Job, JobEvent, Metric
+from archsearch.client import ApiError, ArchsearchClient
+from archsearch.core.data.loaders import load_dataset
+from archsearch.core.export import load_model
+from archsearch.core.spec import DatasetRef
+from archsearch.core.training import evaluate
+from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric
 
 pytestmark = pytest.mark.service
 
 DIGITS_JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 3}}
-STANDARD_ARTIFACTS = {"spec.json", "metrics.json", "architecture.json", "model.safetensors", "curves.png"}
+STANDARD_ARTIFACTS = {
+    "spec.json",
+    "metrics.json",
+    "architecture.json",
+    "model.safetensors",
+    "curves.png",
+}
 
 
 def count_jobs(sessions: sessionmaker[Session]) -> int:
@@ -29,7 +35,9 @@ def count_jobs(sessions: sessionmaker[Session]) -> int:
         return int(session.scalar(select(func.count()).select_from(Job)) or 0)
 
 
-def test_train_job_end_to_end(client: ArchsearchClient, sessions: sessionmaker[Session], tmp_path) -> None:
+def test_train_job_end_to_end(
+    client: ArchsearchClient, sessions: sessionmaker[Session], tmp_path
+) -> None:
     job = client.submit(DIGITS_JOB)
     assert job["status"] == "queued"
     final = client.wait(job["id"], timeout=120)
@@ -38,15 +46,26 @@ def test_train_job_end_to_end(client: ArchsearchClient, sessions: sessionmaker[S
 
     job_id = uuid.UUID(job["id"])
     with sessions() as session:
-        events = [e.to_status for e in session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id))]
+        events = [
+            e.to_status
+            for e in session.scalars(
+                select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
+            )
+        ]
         assert events == ["queued", "running", "succeeded"]
-        stored = {a.name: a for a in session.scalars(select(Artifact).where(Artifact.job_id == job_id))}
-        epochs = session.scalars(select(Metric.step).where(Metric.job_id == job_id, Metric.name == "test_accuracy")).all()
+        stored = {
+            a.name: a for a in session.scalars(select(Artifact).where(Artifact.job_id == job_id))
+        }
+        epochs = session.scalars(
+            select(Metric.step).where(Metric.job_id == job_id, Metric.name == "test_accuracy")
+        ).all()
     assert STANDARD_ARTIFACTS <= set(stored)
     assert len(epochs) == 3
 
     series = client.metrics(job["id"])
-    assert [p["value"] for p in series["test_accuracy"]][-1] == pytest.approx(final["latest_metrics"]["test_accuracy"])
+    assert [p["value"] for p in series["test_accuracy"]][-1] == pytest.approx(
+        final["latest_metrics"]["test_accuracy"]
+    )
 
     paths = {p.name: p for p in client.download_all(job["id"], tmp_path)}
     for name, path in paths.items():
@@ -54,13 +73,17 @@ def test_train_job_end_to_end(client: ArchsearchClient, sessions: sessionmaker[S
         assert path.stat().st_size == stored[name].size
 
     # The downloaded model alone reproduces the reported accuracy.
-    model = load_model(paths["architecture.json"].read_text(), paths["model.safetensors"].read_bytes())
+    model = load_model(
+        paths["architecture.json"].read_text(), paths["model.safetensors"].read_bytes()
+    )
     data = load_dataset(DatasetRef(name="digits"), ())
     _, accuracy = evaluate(model, data.x_test, data.y_test, torch.device("cpu"))
     assert accuracy == pytest.approx(final["latest_metrics"]["test_accuracy"], abs=1e-9)
 
 
-def test_download_headers_and_range(client: ArchsearchClient, api_url: str, auth_headers: dict[str, str]) -> None:
+def test_download_headers_and_range(
+    client: ArchsearchClient, api_url: str, auth_headers: dict[str, str]
+) -> None:
     job = client.wait(client.submit(DIGITS_JOB)["id"], timeout=120)
     url = f"{api_url}/v1/jobs/{job['id']}/artifacts/model.safetensors"
     full = httpx.get(url, headers=auth_headers)
@@ -79,13 +102,34 @@ def test_download_headers_and_range(client: ArchsearchClient, api_url: str, auth
         ({"method": "train"}, "dataset", "Field required"),
         ({"method": "trian", "dataset": {"name": "digits"}}, "method", "'train'"),
         ({"method": "train", "dataset": {"name": "minst"}}, "dataset.name", "available: digits"),
-        ({"method": "train", "dataset": {"name": "digits"}, "training": {"optimizer": {"name": "adm"}}},
-         "training.optimizer.name", "'sgd', 'adam' or 'adamw'"),
-        ({"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 0}},
-         "training.epochs", "greater than or equal to 1"),
-        ({"method": "train", "dataset": {"name": "digits"}, "model": {"name": "cnn", "channels": [4, 4, 4, 4]}},
-         "model", "only 8 pixels"),
-        ({"method": "train", "dataset": {"name": "digits"}, "model": {"name": "resnet"}}, "model.name", "'mlp'"),
+        (
+            {
+                "method": "train",
+                "dataset": {"name": "digits"},
+                "training": {"optimizer": {"name": "adm"}},
+            },
+            "training.optimizer.name",
+            "'sgd', 'adam' or 'adamw'",
+        ),
+        (
+            {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 0}},
+            "training.epochs",
+            "greater than or equal to 1",
+        ),
+        (
+            {
+                "method": "train",
+                "dataset": {"name": "digits"},
+                "model": {"name": "cnn", "channels": [4, 4, 4, 4]},
+            },
+            "model",
+            "only 8 pixels",
+        ),
+        (
+            {"method": "train", "dataset": {"name": "digits"}, "model": {"name": "resnet"}},
+            "model.name",
+            "'mlp'",
+        ),
         ({"method": "train", "dataset": {"name": "digits"}, "epochs": 3}, "epochs", "Extra inputs"),
     ],
 )
@@ -101,7 +145,9 @@ def test_invalid_specs_are_422_naming_the_field(
     assert count_jobs(sessions) == before  # nothing stored for a rejected job
 
 
-def test_unknown_things_are_404(client: ArchsearchClient, api_url: str, auth_headers: dict[str, str]) -> None:
+def test_unknown_things_are_404(
+    client: ArchsearchClient, api_url: str, auth_headers: dict[str, str]
+) -> None:
     job = client.wait(client.submit(DIGITS_JOB)["id"], timeout=120)
     for path in (
         f"/v1/jobs/{uuid.uuid4()}",
@@ -126,7 +172,11 @@ def test_cancel_finished_job_is_409(client: ArchsearchClient) -> None:
     assert client.get_job(job["id"])["status"] == "succeeded"
 
 
-LONG_JOB = {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 50, "batch_size": 64}}
+LONG_JOB = {
+    "method": "train",
+    "dataset": {"name": "mnist"},
+    "training": {"epochs": 50, "batch_size": 64},
+}
 
 
 def test_cancel_queued_and_running_jobs(client: ArchsearchClient) -> None:
@@ -137,7 +187,11 @@ def test_cancel_queued_and_running_jobs(client: ArchsearchClient) -> None:
     assert client.cancel(running["id"])["cancel_requested"] is True
     final = client.wait(running["id"], timeout=60)
     assert final["status"] == "cancelled"
-    assert [e["to_status"] for e in client.events(running["id"])] == ["queued", "running", "cancelled"]
+    assert [e["to_status"] for e in client.events(running["id"])] == [
+        "queued",
+        "running",
+        "cancelled",
+    ]
     # The cancelled queued job is never run, even when its message reaches the worker.
     assert client.wait(queued["id"], timeout=5)["attempts"] == 0
 
@@ -155,8 +209,11 @@ def _wait_status(client: ArchsearchClient, job_id: str, status: str, timeout: fl
 
 
 def test_diverging_job_fails_with_actionable_message(client: ArchsearchClient) -> None:
-    spec = {"method": "train", "dataset": {"name": "digits"}, "training": {
-        "epochs": 3, "optimizer": {"name": "sgd", "lr": 10.0, "momentum": 0.99}}}
+    spec = {
+        "method": "train",
+        "dataset": {"name": "digits"},
+        "training": {"epochs": 3, "optimizer": {"name": "sgd", "lr": 10.0, "momentum": 0.99}},
+    }
     job = client.wait(client.submit(spec)["id"], timeout=120)
     assert job["status"] == "failed"
     assert "diverged" in job["error"] and "optimizer.lr" in job["error"]
@@ -194,12 +251,27 @@ def test_datasets_and_readiness(client: ArchsearchClient, api_url: str) -> None:
     assert "/v1/jobs/{job_id}/artifacts/{name}" in schema["paths"]
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"method": "transfer", "dataset": {"name": "digits"}}, "source_job"),
-    ({"method": "compare_spectra", "dataset": {"name": "digits"}, "jobs": [str(uuid.uuid4())]}, "jobs"),
-    ({"method": "transfer", "dataset": {"name": "digits"}, "source_job": str(uuid.uuid4())}, "referenced job"),
-])
-def test_jobs_missing_their_inputs_are_refused_at_submit(client: ArchsearchClient, body: dict, field: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"method": "transfer", "dataset": {"name": "digits"}}, "source_job"),
+        (
+            {
+                "method": "compare_spectra",
+                "dataset": {"name": "digits"},
+                "jobs": [str(uuid.uuid4())],
+            },
+            "jobs",
+        ),
+        (
+            {"method": "transfer", "dataset": {"name": "digits"}, "source_job": str(uuid.uuid4())},
+            "referenced job",
+        ),
+    ],
+)
+def test_jobs_missing_their_inputs_are_refused_at_submit(
+    client: ArchsearchClient, body: dict, field: str
+) -> None:
     with pytest.raises(ApiError) as caught:
         client.submit(body)
     assert caught.value.status == 422

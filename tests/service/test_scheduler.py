@@ -13,14 +13,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from jobs import repository
-from jobs.accounts import repository as account_repo
-from jobs.db import make_engine, make_session_factory, transaction
-from jobs.migrate import upgrade
-from jobs.models import Job, JobStatus
-from jobs.repository import Placement
-from jobs.scheduler import Offer, claim_next, pending_reason, queue_position
-from jobs.settings import Settings
+from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.accounts import repository as account_repo
+from archsearch.jobs.domain.repository import Placement
+from archsearch.jobs.domain.scheduler import Offer, claim_next, pending_reason, queue_position
+from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
+from archsearch.jobs.platform.migrate import upgrade
+from archsearch.jobs.platform.settings import Settings
 from tests.service.procs import create_database, drop_database
 
 pytestmark = pytest.mark.service
@@ -45,19 +45,34 @@ def people(db: sessionmaker[Session]) -> dict[str, tuple[uuid.UUID, uuid.UUID]]:
     with transaction(db) as session:
         alpha = account_repo.create_team(session, "alpha", 3)
         beta = account_repo.create_team(session, "beta", None)
-        users = {name: account_repo.create_user(session, team, name, False, quota)
-                 for name, team, quota in (("alice", alpha, 2), ("bob", alpha, None), ("carol", beta, None))}
+        users = {
+            name: account_repo.create_user(session, team, name, False, quota)
+            for name, team, quota in (
+                ("alice", alpha, 2),
+                ("bob", alpha, None),
+                ("carol", beta, None),
+            )
+        }
         return {name: (user.id, user.team_id) for name, user in users.items()}
 
 
-def submit(db: sessionmaker[Session], people: dict, user: str, priority: int = 0, device: str = "auto") -> uuid.UUID:
+def submit(
+    db: sessionmaker[Session], people: dict, user: str, priority: int = 0, device: str = "auto"
+) -> uuid.UUID:
     owner, team = people[user]
     with transaction(db) as session:
-        placement = Placement(actor=user, owner_id=owner, team_id=team, priority=priority, device=device)
+        placement = Placement(
+            actor=user, owner_id=owner, team_id=team, priority=priority, device=device
+        )
         return repository.create_job(session, "train", SPEC, user, placement).id
 
 
-def claim(db: sessionmaker[Session], offer: Offer = CPU, worker: str = "w", settings: Settings | None = None) -> uuid.UUID | None:
+def claim(
+    db: sessionmaker[Session],
+    offer: Offer = CPU,
+    worker: str = "w",
+    settings: Settings | None = None,
+) -> uuid.UUID | None:
     with transaction(db) as session:
         return claim_next(session, worker, offer, settings or Settings())
 
@@ -89,8 +104,14 @@ def test_team_quota_and_device_placement(db: sessionmaker[Session], people: dict
     claimed = [claim(db, worker=f"w{i}") for i in range(4)]
     assert claimed == jobs[:3] + [None]  # team alpha's quota is 3; the cuda job is not for a CPU
     with db() as session:
-        assert pending_reason(session, session.get(Job, jobs[3]), Settings()) == "team quota 3/3 in use"
-        assert pending_reason(session, session.get(Job, gpu_job), Settings()) == "waiting for a worker with a CUDA device"
+        assert (
+            pending_reason(session, session.get(Job, jobs[3]), Settings())
+            == "team quota 3/3 in use"
+        )
+        assert (
+            pending_reason(session, session.get(Job, gpu_job), Settings())
+            == "waiting for a worker with a CUDA device"
+        )
     assert claim(db, Offer("cuda", 16.0)) == gpu_job
 
 
@@ -130,5 +151,7 @@ def test_quotas_hold_under_concurrent_claims(db: sessionmaker[Session], people: 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: claim(db, worker=f"worker-{i}"), range(24)))
     with db() as session:
-        running = session.scalar(select(func.count()).select_from(Job).where(Job.status == JobStatus.running))
+        running = session.scalar(
+            select(func.count()).select_from(Job).where(Job.status == JobStatus.running)
+        )
     assert running == 2  # alice's quota, however many workers asked at once

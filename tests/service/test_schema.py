@@ -11,9 +11,9 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from jobs.db import make_engine
-from jobs.migrate import upgrade
-from jobs.models import Base
+from archsearch.jobs.domain.tables import Base
+from archsearch.jobs.platform.db import make_engine
+from archsearch.jobs.platform.migrate import upgrade
 from tests.conftest import REPO_ROOT
 from tests.service.procs import create_database, drop_database
 
@@ -44,18 +44,40 @@ def test_processes_refuse_a_database_that_is_behind(command: list[str], tmp_path
     name = f"archsearch_stale_{uuid.uuid4().hex[:8]}"
     url = create_database(name)  # exists, but no migration applied
     try:
-        env = {"ARCHSEARCH_DATABASE_URL": url, "ARCHSEARCH_BROKER_URL": "redis://127.0.0.1:6379/13",
-               "ARCHSEARCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-        result = subprocess.run([sys.executable, "-m", "cli.main", *command], cwd=REPO_ROOT, env=env,
-                                capture_output=True, text=True, timeout=60)
+        env = {
+            "ARCHSEARCH_DATABASE_URL": url,
+            "ARCHSEARCH_BROKER_URL": "redis://127.0.0.1:6379/13",
+            "ARCHSEARCH_HOME": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "archsearch.cli.main", *command],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 2
         assert "archsearch db upgrade" in result.stderr + result.stdout
 
-        upgraded = subprocess.run([sys.executable, "-m", "cli.main", "db", "upgrade"], cwd=REPO_ROOT,
-                                  env=env, capture_output=True, text=True, timeout=60)
+        upgraded = subprocess.run(
+            [sys.executable, "-m", "archsearch.cli.main", "db", "upgrade"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert upgraded.returncode == 0, upgraded.stderr
-        current = subprocess.run([sys.executable, "-m", "cli.main", "db", "current"], cwd=REPO_ROOT,
-                                 env=env, capture_output=True, text=True, timeout=60)
+        current = subprocess.run(
+            [sys.executable, "-m", "archsearch.cli.main", "db", "current"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert current.returncode == 0, current.stdout + current.stderr
     finally:
         drop_database(name)

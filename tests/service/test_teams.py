@@ -11,15 +11,19 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from client import ApiError, ArchsearchClient
-from jobs.accounts import repository as account_repo
-from jobs.accounts.tokens import new_token, token_digest
+from archsearch.client import ApiError, ArchsearchClient
+from archsearch.jobs.domain.accounts import repository as account_repo
+from archsearch.jobs.domain.accounts.tokens import new_token, token_digest
 from tests.service import procs
 from tests.service.conftest import Accounts
 
 pytestmark = pytest.mark.service
 
-QUICK = {"method": "train", "dataset": {"name": "digits", "train_subset": 200}, "training": {"epochs": 1}}
+QUICK = {
+    "method": "train",
+    "dataset": {"name": "digits", "train_subset": 200},
+    "training": {"epochs": 1},
+}
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -35,10 +39,17 @@ def alice_job(api_url: str, worker: procs.Proc, accounts: Accounts) -> dict:
 def job_routes(api_url: str) -> list[tuple[str, str]]:
     """Every route of the OpenAPI schema that names a job, with its method."""
     schema = httpx.get(f"{api_url}/openapi.json").json()
-    return [(method.upper(), path) for path, ops in schema["paths"].items() if "{job_id}" in path for method in ops]
+    return [
+        (method.upper(), path)
+        for path, ops in schema["paths"].items()
+        if "{job_id}" in path
+        for method in ops
+    ]
 
 
-def test_another_team_cannot_see_or_touch_a_job(api_url: str, accounts: Accounts, alice_job: dict) -> None:
+def test_another_team_cannot_see_or_touch_a_job(
+    api_url: str, accounts: Accounts, alice_job: dict
+) -> None:
     assert alice_job["status"] == "succeeded"
     routes = job_routes(api_url)
     assert len(routes) >= 7  # read, cancel, patch, metrics, events, artifacts, artifact
@@ -64,13 +75,17 @@ def test_another_team_cannot_see_or_touch_a_job(api_url: str, accounts: Accounts
     with ArchsearchClient(api_url, token=accounts.tokens["carol"]) as carol:
         assert alice_job["id"] not in [j["id"] for j in carol.iter_jobs()]
         queue = carol._json("GET", "/v1/queue")
-        assert all(j["team_id"] != alice_job["team_id"] for j in queue["running"] + queue["waiting"])
+        assert all(
+            j["team_id"] != alice_job["team_id"] for j in queue["running"] + queue["waiting"]
+        )
     with ArchsearchClient(api_url, token=accounts.admin_token) as admin:
         assert admin.get_job(alice_job["id"])["id"] == alice_job["id"]
         assert alice_job["id"] in [j["id"] for j in admin.iter_jobs()]
 
 
-def test_bad_tokens_are_refused_with_a_clear_message(api_url: str, accounts: Accounts, sessions: sessionmaker[Session]) -> None:
+def test_bad_tokens_are_refused_with_a_clear_message(
+    api_url: str, accounts: Accounts, sessions: sessionmaker[Session]
+) -> None:
     url = f"{api_url}/v1/jobs"
     missing = httpx.get(url)
     assert missing.status_code == 401 and "Bearer" in missing.json()["detail"]
@@ -82,8 +97,14 @@ def test_bad_tokens_are_refused_with_a_clear_message(api_url: str, accounts: Acc
     with sessions() as session, session.begin():
         user = account_repo.user_by_name(session, "alice")
         expired, revoked, reader = new_token(), new_token(), new_token()
-        account_repo.add_token(session, user, token_digest(expired), expired[:12], "submit",
-                               datetime.now(UTC) - timedelta(minutes=1))
+        account_repo.add_token(
+            session,
+            user,
+            token_digest(expired),
+            expired[:12],
+            "submit",
+            datetime.now(UTC) - timedelta(minutes=1),
+        )
         account_repo.add_token(session, user, token_digest(revoked), revoked[:12], "submit", None)
         account_repo.add_token(session, user, token_digest(reader), reader[:12], "read", None)
     with sessions() as session, session.begin():
@@ -94,11 +115,15 @@ def test_bad_tokens_are_refused_with_a_clear_message(api_url: str, accounts: Acc
     assert httpx.get(url, headers=bearer(reader)).status_code == 200
     refused = httpx.post(url, headers=bearer(reader), json=QUICK)
     assert refused.status_code == 403 and "'submit'" in refused.json()["detail"]
-    urgent = httpx.post(url, headers=bearer(accounts.tokens["alice"]), json=QUICK, params={"priority": "urgent"})
+    urgent = httpx.post(
+        url, headers=bearer(accounts.tokens["alice"]), json=QUICK, params={"priority": "urgent"}
+    )
     assert urgent.status_code == 403 and "admins" in urgent.json()["detail"]
 
 
-def test_the_database_holds_no_token_in_clear(accounts: Accounts, sessions: sessionmaker[Session]) -> None:
+def test_the_database_holds_no_token_in_clear(
+    accounts: Accounts, sessions: sessionmaker[Session]
+) -> None:
     with sessions() as session:
         dump = " ".join(str(row) for row in session.execute(text("SELECT * FROM api_tokens")))
         digests = set(session.scalars(text("SELECT token_sha256 FROM api_tokens")))
@@ -108,12 +133,19 @@ def test_the_database_holds_no_token_in_clear(accounts: Accounts, sessions: sess
 
 
 def test_events_record_who_did_what(api_url: str, worker: procs.Proc, accounts: Accounts) -> None:
-    with ArchsearchClient(api_url, token=accounts.tokens["alice"]) as alice, \
-         ArchsearchClient(api_url, token=accounts.tokens["bob"]) as bob, \
-         ArchsearchClient(api_url, token=accounts.admin_token) as admin:
-        long_job = alice.submit({"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 20}})
+    with (
+        ArchsearchClient(api_url, token=accounts.tokens["alice"]) as alice,
+        ArchsearchClient(api_url, token=accounts.tokens["bob"]) as bob,
+        ArchsearchClient(api_url, token=accounts.admin_token) as admin,
+    ):
+        long_job = alice.submit(
+            {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 20}}
+        )
         queued = alice.submit(QUICK)
-        assert admin._json("PATCH", f"/v1/jobs/{queued['id']}", json={"priority": "low"})["priority"] == -10
+        assert (
+            admin._json("PATCH", f"/v1/jobs/{queued['id']}", json={"priority": "low"})["priority"]
+            == -10
+        )
         while alice.get_job(long_job["id"])["status"] != "running":
             pass
         bob.cancel(queued["id"])
@@ -123,7 +155,10 @@ def test_events_record_who_did_what(api_url: str, worker: procs.Proc, accounts: 
         assert actors[0] == ("queued", "alice")
         assert actors[1][0] == "running" and ":" in actors[1][1]  # host:pid of the worker
         assert actors[-1] == ("cancelled", "bob")
-        assert [(e["to_status"], e["actor"]) for e in alice.events(queued["id"])][-1] == ("cancelled", "bob")
+        assert [(e["to_status"], e["actor"]) for e in alice.events(queued["id"])][-1] == (
+            "cancelled",
+            "bob",
+        )
         workers = admin._json("GET", "/v1/workers")["data"]
         assert any(w["alive"] and w["device"] == "cpu" for w in workers)
 
@@ -134,9 +169,11 @@ def test_uploaded_datasets_belong_to_their_team(api_url: str, accounts: Accounts
     rng = np.random.default_rng(0)
     path = tmp_path / "team.npz"
     np.savez(path, x=rng.normal(size=(60, 4)).astype(np.float32), y=np.repeat(np.arange(3), 20))
-    with ArchsearchClient(api_url, token=accounts.tokens["alice"]) as alice, \
-         ArchsearchClient(api_url, token=accounts.tokens["carol"]) as carol, \
-         ArchsearchClient(api_url, token=accounts.tokens["bob"]) as bob:
+    with (
+        ArchsearchClient(api_url, token=accounts.tokens["alice"]) as alice,
+        ArchsearchClient(api_url, token=accounts.tokens["carol"]) as carol,
+        ArchsearchClient(api_url, token=accounts.tokens["bob"]) as bob,
+    ):
         mine = alice.upload_dataset(path)
         assert bob.get_dataset(mine["id"])["id"] == mine["id"]  # same team
         with pytest.raises(ApiError) as hidden:

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from client import ArchsearchClient
-from jobs.models import Artifact
+from archsearch.client import ArchsearchClient
+from archsearch.jobs.domain.tables import Artifact
 from tests.service import procs
 from tests.service.conftest import start_worker
 
@@ -40,8 +40,13 @@ def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped
 
 
 def test_sigkilled_worker_job_resumes_and_finishes_once(
-    api_url: str, worker: procs.Proc, service_env: dict[str, str], log_dir: Path,
-    sessions: sessionmaker[Session], tmp_path: Path, token: str,
+    api_url: str,
+    worker: procs.Proc,
+    service_env: dict[str, str],
+    log_dir: Path,
+    sessions: sessionmaker[Session],
+    tmp_path: Path,
+    token: str,
 ) -> None:
     # Take the shared worker out so the doomed one gets the job.
     worker.stop()
@@ -49,8 +54,11 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
     with ArchsearchClient(api_url, token=token) as client:
         job_id = client.submit(RESUMABLE_JOB)["id"]
         # Kill after at least two epochs were checkpointed, before the job ends.
-        wait_until(lambda: 2 <= len(client.metrics(job_id).get("test_accuracy", [])) < EPOCHS - 1,
-                   120, "the job never checkpointed two epochs")
+        wait_until(
+            lambda: 2 <= len(client.metrics(job_id).get("test_accuracy", [])) < EPOCHS - 1,
+            120,
+            "the job never checkpointed two epochs",
+        )
         doomed.kill()  # SIGKILL to the whole process group: main process and pool child
         assert client.get_job(job_id)["status"] == "running"
 
@@ -59,7 +67,9 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
             final = client.wait(job_id, timeout=240)
         finally:
             rescuer.stop()
-            worker.replace_with(start_worker(service_env, log_dir, "worker"))  # restore the shared one
+            worker.replace_with(
+                start_worker(service_env, log_dir, "worker")
+            )  # restore the shared one
 
         assert final["status"] == "succeeded", final["error"]
         assert final["attempts"] == 2
@@ -70,7 +80,9 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
 
         # One set of artifacts, and a history with every epoch exactly once.
         with sessions() as session:
-            names = list(session.scalars(select(Artifact.name).where(Artifact.job_id == uuid.UUID(job_id))))
+            names = list(
+                session.scalars(select(Artifact.name).where(Artifact.job_id == uuid.UUID(job_id)))
+            )
         assert len(names) == len(set(names)) and {"model.safetensors", "metrics.json"} <= set(names)
         path = client.download_artifact(job_id, "metrics.json", tmp_path / "metrics.json")
         history = json.loads(path.read_text())["history"]

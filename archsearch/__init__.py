@@ -1,0 +1,1 @@
+"""archsearch: search, prune and grow neural architectures as jobs."""

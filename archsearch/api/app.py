@@ -1,0 +1,43 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+from archsearch.api.auth import TokenCache, current_principal
+from archsearch.api.errors import install_error_handlers
+from archsearch.api.limits import JsonBodyLimit
+from archsearch.api.routes import artifacts, datasets, health, jobs, queue
+from archsearch.jobs.platform.broker import Enqueuer
+from archsearch.jobs.platform.migrate import ensure_schema_current
+from archsearch.jobs.platform.services import Runtime
+
+
+def create_app(runtime: Runtime, enqueuer: Enqueuer) -> FastAPI:
+    """Build the app; it refuses to start against a database that is behind the code."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ensure_schema_current(runtime.engine)
+        yield
+
+    app = FastAPI(
+        title="archsearch",
+        version="0.1.0",
+        summary="Search, prune and grow neural architectures as jobs.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.state.enqueuer = enqueuer
+    app.state.token_cache = TokenCache()
+    install_error_handlers(app)
+
+    app.add_middleware(JsonBodyLimit)
+    # Every /v1 route authenticates (a no-op in embedded mode); health checks do not.
+    for module in (jobs, artifacts, datasets, queue):
+        app.include_router(module.router, dependencies=[Depends(current_principal)])
+    app.include_router(health.router)
+    return app

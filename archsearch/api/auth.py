@@ -1,0 +1,53 @@
+"""Who is calling. Team mode needs a bearer token on every /v1 route; embedded mode runs as
+the local user, bound to localhost.
+
+A verified token is remembered for `TOKEN_CACHE_SECONDS`, so polling clients do not pay a
+database round trip per request; a revocation therefore takes effect within that time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from archsearch.api.deps import RuntimeDep
+from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
+from archsearch.jobs.domain.accounts.tokens import token_digest
+
+TOKEN_CACHE_SECONDS = 5.0
+TOKEN_CACHE_SIZE = 10_000
+
+
+class TokenCache:
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Principal, float]] = {}
+
+    def get(self, header: str) -> Principal | None:
+        entry = self._entries.get(token_digest(header))
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
+
+    def put(self, header: str, principal: Principal) -> None:
+        if len(self._entries) >= TOKEN_CACHE_SIZE:
+            self._entries.clear()  # crude, but bounded; entries live seconds anyway
+        self._entries[token_digest(header)] = (principal, time.monotonic() + TOKEN_CACHE_SECONDS)
+
+
+async def current_principal(request: Request, runtime: RuntimeDep) -> Principal:
+    if not runtime.settings.tokens_required:
+        return LOCAL_USER
+    header = request.headers.get("authorization") or ""
+    cache: TokenCache = request.app.state.token_cache
+    if (principal := cache.get(header)) is not None:
+        return principal
+    async with runtime.async_reader.connect() as connection:
+        principal = await connection.run_sync(lambda conn: authenticate(Session(bind=conn), header))
+    cache.put(header, principal)
+    return principal
+
+
+CurrentUser = Annotated[Principal, Depends(current_principal)]

@@ -1,0 +1,108 @@
+"""Load a dataset as normalised float tensors, with optional seeded subsets.
+
+Images are returned as (N, C, H, W) float32, normalised with the dataset's training-split
+mean and std; labels as int64. Models that want flat vectors flatten themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from archsearch.core.data.catalog import DatasetInfo, find_idx_files, require_available
+from archsearch.core.data.idx import read_idx
+from archsearch.core.spec.common import DatasetRef
+
+DIGITS_TEST_SIZE = 360
+DIGITS_SPLIT_SEED = 0  # fixed, so every job on `digits` sees the same test split
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Tensors of one dataset, already normalised, on the CPU."""
+
+    info: DatasetInfo
+    x_train: torch.Tensor  # (N, C, H, W) or (N, F)
+    y_train: torch.Tensor  # (N,)
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        return self.info.num_classes
+
+
+def _normalise(x: np.ndarray, scale: float, info: DatasetInfo) -> torch.Tensor:
+    tensor = torch.from_numpy(x.astype(np.float32) / scale)
+    mean = torch.tensor(info.mean).view(1, -1, 1, 1)
+    std = torch.tensor(info.std).view(1, -1, 1, 1)
+    return (tensor - mean) / std
+
+
+def _load_digits(info: DatasetInfo) -> Dataset:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    images = digits.images.reshape(-1, 1, 8, 8)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        images,
+        digits.target,
+        test_size=DIGITS_TEST_SIZE,
+        random_state=DIGITS_SPLIT_SEED,
+        stratify=digits.target,
+    )
+    return Dataset(
+        info=info,
+        x_train=_normalise(x_tr, 16.0, info),
+        y_train=torch.from_numpy(y_tr.astype(np.int64)),
+        x_test=_normalise(x_te, 16.0, info),
+        y_test=torch.from_numpy(y_te.astype(np.int64)),
+    )
+
+
+def _load_idx_dataset(info: DatasetInfo, data_dirs: tuple[Path, ...]) -> Dataset:
+    files = find_idx_files(info.name, data_dirs)
+    assert files is not None, "require_available() has checked the files exist"
+    arrays = {key: read_idx(path) for key, path in files.items()}
+    return Dataset(
+        info=info,
+        x_train=_normalise(arrays["train_images"][:, None], 255.0, info),
+        y_train=torch.from_numpy(arrays["train_labels"].astype(np.int64)),
+        x_test=_normalise(arrays["test_images"][:, None], 255.0, info),
+        y_test=torch.from_numpy(arrays["test_labels"].astype(np.int64)),
+    )
+
+
+def _subset_indices(labels: torch.Tensor, ref: DatasetRef, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(labels), generator=generator)
+    if ref.samples_per_class is not None:
+        # Few-shot: the first n shuffled samples of every class, in shuffled order.
+        shuffled_labels = labels[order]
+        keep = torch.zeros(len(labels), dtype=torch.bool)
+        for cls in shuffled_labels.unique():
+            keep[(shuffled_labels == cls).nonzero().flatten()[: ref.samples_per_class]] = True
+        order = order[keep]
+    if ref.train_subset is not None:
+        order = order[: ref.train_subset]
+    return order
+
+
+def load_dataset(ref: DatasetRef, data_dirs: tuple[Path, ...], seed: int = 0) -> Dataset:
+    """Load a built-in dataset by name; `seed` picks the training subset, if one is asked."""
+    if ref.name is None:
+        raise NotImplementedError("uploaded datasets are resolved by the service layer")
+    info = require_available(ref.name, data_dirs)
+    data = _load_digits(info) if not info.needs_files else _load_idx_dataset(info, data_dirs)
+    if ref.train_subset is None and ref.samples_per_class is None:
+        return data
+    keep = _subset_indices(data.y_train, ref, seed)
+    return replace(data, x_train=data.x_train[keep], y_train=data.y_train[keep])

@@ -1,0 +1,77 @@
+"""Uploaded datasets as the engine's `Dataset`: validated numpy arrays plus the statistics
+stored with them at upload time (per-channel mean and std of the training split).
+
+No file or database access here: the service layer reads the stored arrays and passes them in.
+Images (N, C, H, W) are normalised per channel, feature tables (N, F) per feature, exactly as
+the built-in datasets are normalised with their catalogued mean and std.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from archsearch.core.data.catalog import DatasetInfo
+from archsearch.core.data.loaders import Dataset, _subset_indices
+from archsearch.core.spec.common import DatasetRef
+
+
+def uploaded_info(
+    dataset_id: str,
+    name: str,
+    input_shape: Sequence[int],
+    num_classes: int,
+    train_size: int,
+    test_size: int,
+    mean: Sequence[float],
+    std: Sequence[float],
+) -> DatasetInfo:
+    """The catalogue entry of an upload; `name` is its id so it names the same data everywhere."""
+    channels = input_shape[0]
+    assert len(mean) == len(std) == channels, (
+        f"need {channels} means and stds, got {len(mean)}, {len(std)}"
+    )
+    assert all(s > 0 for s in std), "stored stds are positive (constant channels are stored as 1)"
+    return DatasetInfo(
+        name=dataset_id,
+        description=name,
+        input_shape=tuple(int(d) for d in input_shape),
+        num_classes=int(num_classes),
+        train_size=int(train_size),
+        test_size=int(test_size),
+        mean=tuple(float(m) for m in mean),
+        std=tuple(float(s) for s in std),
+    )
+
+
+def normalise(x: np.ndarray, info: DatasetInfo) -> torch.Tensor:
+    """(N, C, H, W) or (N, F) -> float32 tensor, centred and scaled per channel / feature."""
+    assert tuple(x.shape[1:]) == info.input_shape, (
+        f"arrays {x.shape[1:]} differ from info {info.input_shape}"
+    )
+    view = (1, -1, 1, 1) if x.ndim == 4 else (1, -1)
+    mean = torch.tensor(info.mean, dtype=torch.float64).view(view)
+    std = torch.tensor(info.std, dtype=torch.float64).view(view)
+    # float64 for the subtraction: raw pixel values (0..255) minus a mean lose digits in float32.
+    return ((torch.from_numpy(np.asarray(x)).to(torch.float64) - mean) / std).to(torch.float32)
+
+
+def uploaded_dataset(
+    info: DatasetInfo, arrays: dict[str, np.ndarray], ref: DatasetRef, seed: int = 0
+) -> Dataset:
+    """The engine's Dataset from stored arrays x, y, x_test, y_test; `ref` may ask a subset."""
+    y_train = torch.from_numpy(arrays["y"].astype(np.int64))  # (N,)
+    y_test = torch.from_numpy(arrays["y_test"].astype(np.int64))
+    assert len(y_train) == info.train_size and len(y_test) == info.test_size, (
+        "arrays differ from the stored sizes"
+    )
+    data = Dataset(
+        info, normalise(arrays["x"], info), y_train, normalise(arrays["x_test"], info), y_test
+    )
+    if ref.train_subset is None and ref.samples_per_class is None:
+        return data
+    keep = _subset_indices(data.y_train, ref, seed)
+    return replace(data, x_train=data.x_train[keep], y_train=data.y_train[keep])

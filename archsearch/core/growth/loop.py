@@ -1,0 +1,179 @@
+"""The resumable growth loop ("Spotting expressivity bottlenecks and fixing them optimally",
+section 4): train with the spec's optimiser, grow every interval, then train the final
+widths with the spec's schedule. `core.growth.schedule` holds the rules it applies.
+
+Growing changes parameter shapes, so the shared `fit` loop (one optimiser per phase,
+checkpoints per epoch) cannot interleave growth every few steps; this loop reuses its parts
+(`epoch_batches`, `make_optimizer`, `lr_factor`, `ensure_finite`, `check_stop`, `evaluate`)
+and checkpoints after every growth step and every epoch: widths, weights, optimiser moments
+(carried over to the widened tensors), growth log, RNG.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archsearch.core.context import RunContext
+from archsearch.core.data.loaders import Dataset
+from archsearch.core.growth.schedule import (
+    GrowState,
+    architecture_for,
+    evaluation_row,
+    growth_due,
+    growth_step,
+    hidden_widths,
+    stop_reason,
+)
+from archsearch.core.models import create_model
+from archsearch.core.nn.growable import carry_optimizer_state
+from archsearch.core.spec.grow import GrowJob
+from archsearch.core.training import (
+    check_stop,
+    ensure_finite,
+    epoch_batches,
+    lr_factor,
+    make_optimizer,
+    steps_per_epoch,
+)
+
+CHECKPOINT_PHASE = "grow"
+
+
+def _checkpoint(
+    ctx: RunContext, model: nn.Module, optimizer: torch.optim.Optimizer, state: GrowState
+) -> None:
+    ctx.save_checkpoint(
+        {
+            "phase": CHECKPOINT_PHASE,
+            "widths": hidden_widths(model),
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "state": asdict(state),
+            "rng": torch.get_rng_state(),
+        }
+    )
+
+
+def _restore(
+    ctx: RunContext,
+    spec: GrowJob,
+    data: Dataset,
+    model: nn.Module,
+) -> tuple[nn.Module, torch.optim.Optimizer, GrowState]:
+    saved: dict[str, Any] | None = ctx.load_checkpoint()
+    if saved is None or saved.get("phase") != CHECKPOINT_PHASE:
+        return model, make_optimizer(model.parameters(), spec.training.optimizer), GrowState()
+    # A redelivered job: rebuild the grown widths, then load weights and optimiser moments.
+    arch = architecture_for(list(saved["widths"]), spec, data)
+    model = create_model(arch).to(ctx.device)
+    model.load_state_dict(saved["model"])
+    optimizer = make_optimizer(model.parameters(), spec.training.optimizer)
+    optimizer.load_state_dict(saved["optimizer"])
+    torch.set_rng_state(saved["rng"])
+    return model, optimizer, GrowState(**saved["state"])
+
+
+class _Batches:
+    """Training batches by global step; the order depends only on (seed, epoch)."""
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.per_epoch = steps_per_epoch(n, batch_size)
+        self._epoch: int = -1
+        self._order: list[torch.Tensor] = []
+
+    def at(self, step: int) -> torch.Tensor:
+        epoch = step // self.per_epoch
+        if epoch != self._epoch:
+            self._epoch, self._order = (
+                epoch,
+                list(epoch_batches(self.n, self.batch_size, self.seed, epoch)),
+            )
+        return self._order[step % self.per_epoch]
+
+
+def _set_lr(
+    optimizer: torch.optim.Optimizer, spec: GrowJob, state: GrowState, total: int, per_epoch: int
+) -> None:
+    """Constant rate while growing; the spec's schedule over the steps left after growth."""
+    factor = 1.0
+    if state.stopped_at is not None:
+        left_epochs = max(1, math.ceil((total - state.stopped_at) / per_epoch))
+        factor = lr_factor(spec.training.schedule, left_epochs, per_epoch)(
+            state.step - state.stopped_at
+        )
+    for group in optimizer.param_groups:
+        group["lr"] = spec.training.optimizer.lr * factor
+
+
+def _grow(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data: Dataset,
+    spec: GrowJob,
+    state: GrowState,
+    ctx: RunContext,
+    train_loss: float,
+) -> torch.optim.Optimizer:
+    old_params = list(model.parameters())
+    entry = growth_step(model, data, spec, state, ctx.device)
+    state.growth_steps += 1
+    state.last_growth_step = state.step
+    row = evaluation_row(model, data, state, ctx.device, train_loss)
+    entry.update(
+        seconds=state.seconds, parameters=row["parameters"], test_accuracy=row["test_accuracy"]
+    )
+    state.log.append(entry)
+    state.history.append(row)
+    reason = stop_reason(model, spec, state, entry, row["test_accuracy"])
+    if reason:
+        state.stopped_at, state.stop_reason = state.step, reason
+    # New shapes need a new optimiser; the old moments carry over, zero for new neurons.
+    new_optimizer = make_optimizer(model.parameters(), spec.training.optimizer)
+    carry_optimizer_state(optimizer, old_params, new_optimizer, list(model.parameters()))
+    return new_optimizer
+
+
+def run_growth(
+    model: nn.Module, data: Dataset, spec: GrowJob, ctx: RunContext
+) -> tuple[nn.Module, GrowState]:
+    """Grow and train `model`; returns the final model and the growth state (log, history)."""
+    model, optimizer, state = _restore(ctx, spec, data, model.to(ctx.device))
+    batches = _Batches(len(data.x_train), spec.training.batch_size, spec.training.seed)
+    total = spec.training.epochs * batches.per_epoch
+    clock, seconds_base = time.perf_counter(), state.seconds
+    loss_sum, count = 0.0, 0
+    model.train()
+    while state.step < total:
+        check_stop(ctx)
+        if growth_due(spec, state):
+            optimizer = _grow(model, optimizer, data, spec, state, ctx, loss_sum / max(1, count))
+            # The wall-clock interval counts training time after this growth step.
+            state.seconds = state.seconds_at_growth = seconds_base + time.perf_counter() - clock
+            _checkpoint(ctx, model, optimizer, state)
+        _set_lr(optimizer, spec, state, total, batches.per_epoch)
+        index = batches.at(state.step)
+        xb, yb = data.x_train[index].to(ctx.device), data.y_train[index].to(ctx.device)
+        loss = F.cross_entropy(model(xb), yb)
+        ensure_finite(loss, state.step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if spec.training.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), spec.training.max_grad_norm)
+        optimizer.step()
+        state.step += 1
+        state.seconds = seconds_base + time.perf_counter() - clock
+        loss_sum, count = loss_sum + loss.item(), count + 1
+        ctx.report(state.step, total, train_loss=loss.item())
+        if state.step % batches.per_epoch == 0 or state.step == total:
+            state.history.append(evaluation_row(model, data, state, ctx.device, loss_sum / count))
+            loss_sum, count = 0.0, 0
+            _checkpoint(ctx, model, optimizer, state)
+    return model, state

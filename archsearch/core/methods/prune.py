@@ -1,0 +1,199 @@
+"""The `prune` method: learn a binary mask over a parent network (two temperatures).
+
+"Differentiable Architecture Pruning for Transfer Learning", Algorithm A.1 with the
+sparsity penalty of appendix A.3 (`weights: learned`: masks and weights trained jointly),
+and "Disentangling Neural Architectures and Weights", Algorithm 1 (`weights: free`: weights
+fixed to one, only the masks are trained; `finetune_epochs` > 0 then trains fresh real
+weights on the found support, the paper's bin -> real).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from archsearch.core.context import Result, RunContext
+from archsearch.core.data.loaders import Dataset
+from archsearch.core.export import curves_png, json_bytes
+from archsearch.core.models import Architecture
+from archsearch.core.nn.masked import freeze_masks, hard_masks, masks_frozen, set_masks
+from archsearch.core.pruning.baselines import (
+    iterative_magnitude_pruning,
+    random_masks,
+    reshuffle_masks,
+)
+from archsearch.core.pruning.build import (
+    build_masked_model,
+    density_report,
+    mask_bytes,
+    save_pruned,
+    save_spectrum,
+    weight_params,
+)
+from archsearch.core.pruning.plots import mask_logits_png
+from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
+from archsearch.core.spec.prune import PruneJob
+from archsearch.core.training import TrainHooks, evaluate, fit, seed_everything, steps_per_epoch
+
+
+def mask_schedule(spec: PruneJob, data: Dataset) -> MaskSchedule:
+    p = spec.penalty
+    return MaskSchedule(
+        target=spec.density,
+        total_steps=spec.training.epochs
+        * steps_per_epoch(len(data.x_train), spec.training.batch_size),
+        adaptive=p.schedule == "adaptive",
+        gamma=p.gamma,
+        reach_fraction=p.reach_fraction,
+        adapt_rate=p.adapt_rate,
+        mask_lr=spec.mask_lr,
+        mask_optimizer=spec.mask_optimizer,
+        logit_cap=spec.logit_init if spec.density is not None else None,
+    )
+
+
+def train_masks(
+    spec: PruneJob,
+    data: Dataset,
+    ctx: RunContext,
+    architecture: Architecture,
+    checkpoint: dict[str, Any] | None,
+) -> tuple[torch.nn.Module, MaskTrainer, list[dict[str, float]]]:
+    """Phase 1: masks (and, when learned, weights). Returns the model with frozen masks."""
+    seed_everything(spec.training.seed)
+    model = build_masked_model(spec, architecture).to(ctx.device)
+    trainer = MaskTrainer(model, mask_schedule(spec, data))
+    if checkpoint is not None and checkpoint.get("phase") == "finetune":
+        # Phase 1 finished before the interruption: its result travels in phase 2's state.
+        pruned = checkpoint["extra"]["pruned"]
+        model.load_state_dict(pruned["model"])
+        trainer.load_extra_state(pruned["trainer"])
+        return model, trainer, list(pruned["history"])
+    outcome = fit(
+        model,
+        data,
+        spec.training,
+        ctx,
+        params=weight_params(model),
+        hooks=trainer.hooks(),
+        phase="prune",
+    )
+    if not masks_frozen(model):
+        # No target reached during training (constant penalty, or no target at all).
+        if spec.density is not None:
+            finalize_to_density(model, spec.density)
+        freeze_masks(model)
+    return model, trainer, outcome.history
+
+
+def finetune(
+    spec: PruneJob,
+    data: Dataset,
+    ctx: RunContext,
+    architecture: Architecture,
+    pruned: dict[str, Any],
+) -> tuple[torch.nn.Module, list[dict[str, float]]]:
+    """Phase 2 (bin -> real): fresh real weights trained on the found support."""
+    masks = {k: v.to(torch.bool) for k, v in pruned["masks"].items()}
+    seed_everything(spec.training.seed + 1)
+    model = build_masked_model(spec, architecture, weights="learned").to(ctx.device)
+    set_masks(model, masks)
+    hooks = TrainHooks(extra_state=lambda: {"pruned": pruned}, load_extra_state=lambda state: None)
+    outcome = fit(
+        model,
+        data,
+        spec.training,
+        ctx,
+        params=weight_params(model),
+        hooks=hooks,
+        phase="finetune",
+        epochs=spec.finetune_epochs,
+    )
+    return model, outcome.history
+
+
+def baseline_masks(
+    spec: PruneJob,
+    data: Dataset,
+    ctx: RunContext,
+    architecture: Architecture,
+    learned: dict[str, torch.Tensor],
+) -> dict[str, dict[str, torch.Tensor]]:
+    """The requested baselines at the learned mask's density (section 3.2-3.3)."""
+    if not spec.baselines:
+        return {}
+    assert spec.density is not None, "validated: baselines need a density"
+    generator = torch.Generator().manual_seed(spec.training.seed)
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    if "random" in spec.baselines:
+        out["random"] = random_masks(learned, spec.density, generator)
+    if "reshuffle" in spec.baselines:
+        out["reshuffle"] = reshuffle_masks(learned, generator)
+    # One-shot magnitude pruning is IMP with a single round (prune everything at once).
+    for name, prune_fraction in (("imp", 0.2), ("magnitude", 1.0)):
+        if name in spec.baselines:
+            seed_everything(spec.training.seed)
+            model = build_masked_model(spec, architecture, weights="learned").to(ctx.device)
+            imp = iterative_magnitude_pruning(
+                model,
+                data,
+                spec.training,
+                ctx,
+                [spec.density],
+                params=weight_params(model),
+                prune_fraction=prune_fraction,
+            )
+            out[name] = imp.masks[spec.density]
+    return out
+
+
+def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
+    """Prune `spec.model` on `data`; save masks, masked and compact models, plots."""
+    architecture = Architecture(spec.model, data.input_shape, data.num_classes)
+    checkpoint = ctx.load_checkpoint()
+    model, trainer, history = train_masks(spec, data, ctx, architecture, checkpoint)
+    masks = {k: v.cpu() for k, v in hard_masks(model).items()}
+    test_loss, test_acc = evaluate(model, data.x_test, data.y_test, ctx.device)
+    metrics = {
+        "test_accuracy": test_acc,
+        "test_loss": test_loss,
+        "target_density": spec.density if spec.density is not None else float("nan"),
+        "masks_frozen_at_step": float(trainer.frozen_at_step),
+        **density_report(model),
+    }
+    ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")
+    ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
+    metrics.update(save_pruned(ctx, model, architecture))
+    save_spectrum(ctx, model, architecture)
+    frozen_epoch = _frozen_epoch(trainer, spec, data)
+    ctx.save_artifact(
+        "mask-logits.png",
+        mask_logits_png(trainer.histograms, trainer.hist_range, frozen_epoch),
+        "image/png",
+    )
+    if spec.finetune_epochs > 0:
+        pruned = {
+            "model": model.state_dict(),
+            "trainer": trainer.extra_state(),
+            "history": history,
+            "masks": masks,
+        }
+        tuned, tuned_history = finetune(spec, data, ctx, architecture, pruned)
+        loss, acc = evaluate(tuned, data.x_test, data.y_test, ctx.device)
+        metrics.update(finetune_test_accuracy=acc, finetune_test_loss=loss)
+        save_pruned(ctx, tuned, architecture, suffix="-finetuned")
+        history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
+    for name, baseline in baseline_masks(spec, data, ctx, architecture, masks).items():
+        ctx.save_artifact(
+            f"mask-{name}.safetensors", mask_bytes(baseline), "application/octet-stream"
+        )
+    if history:
+        ctx.save_artifact("curves.png", curves_png(history, "prune"), "image/png")
+    return Result(metrics=metrics, history=history)
+
+
+def _frozen_epoch(trainer: MaskTrainer, spec: PruneJob, data: Dataset) -> int | None:
+    if trainer.frozen_at_step < 0:
+        return None
+    return trainer.frozen_at_step // steps_per_epoch(len(data.x_train), spec.training.batch_size)

@@ -1,0 +1,30 @@
+"""The `train` method: a dense model trained with the spec's optimiser and schedule.
+
+This is the baseline against which every search, prune and grow result is compared.
+"""
+
+from __future__ import annotations
+
+from archsearch.core.context import Result, RunContext
+from archsearch.core.data.loaders import Dataset
+from archsearch.core.export import count_macs, count_parameters, curves_png, save_model
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.spec import TrainJob
+from archsearch.core.training import fit, seed_everything
+
+
+def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
+    """Train `spec.model` on `data` and save the model, its architecture and curves."""
+    architecture = Architecture(spec.model, data.input_shape, data.num_classes)
+    seed_everything(spec.training.seed)
+    model = create_model(architecture)
+    outcome = fit(model, data, spec.training, ctx)
+    save_model(ctx, model, architecture)
+    ctx.save_artifact("curves.png", curves_png(outcome.history, "train"), "image/png")
+    metrics = {
+        "test_accuracy": outcome.test_accuracy,
+        "test_loss": outcome.test_loss,
+        "parameters": float(count_parameters(model)),
+        "macs": float(count_macs(model, data.input_shape)),
+    }
+    return Result(metrics=metrics, history=outcome.history)

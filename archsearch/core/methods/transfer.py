@@ -1,0 +1,92 @@
+"""The `transfer` method: retrain a found architecture from scratch on another task.
+
+"Differentiable Architecture Pruning for Transfer Learning", Appendix A.2: the binary mask
+m* of a finished prune job is put on a freshly initialised parent network,
+F(m* o theta_0), theta_0 random, and only the kept weights are trained on the new data
+(few-shot with `dataset.samples_per_class`). `mask` picks the learned mask or a baseline
+at the same density, so AP, random, IMP and reshuffle compare on the user's own data.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from archsearch.core.context import Result, RunContext
+from archsearch.core.data.loaders import Dataset
+from archsearch.core.errors import UserError
+from archsearch.core.export import curves_png, tensors_from_bytes
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.masked import mask_model, prunable_layer_names, set_masks
+from archsearch.core.pruning.baselines import random_masks, reshuffle_masks
+from archsearch.core.pruning.build import density_report, mask_bytes, save_pruned, weight_params
+from archsearch.core.spec.prune import TransferJob
+from archsearch.core.training import fit, seed_everything
+
+Masks = dict[str, torch.Tensor]
+
+
+def source_masks(spec: TransferJob, ctx: RunContext) -> tuple[Architecture, Masks]:
+    """The source job's architecture and the chosen mask (baselines drawn here if cheap)."""
+    if spec.source_job is None:
+        raise UserError("transfer needs 'source_job': the id of a finished prune job")
+    source = Architecture.from_json(ctx.read_job_artifact(spec.source_job, "architecture.json"))
+    learned = tensors_from_bytes(ctx.read_job_artifact(spec.source_job, "mask.safetensors"))
+    generator = torch.Generator().manual_seed(spec.training.seed)
+    if spec.mask == "learned":
+        return source, learned
+    if spec.mask == "reshuffle":
+        return source, reshuffle_masks(learned, generator)
+    if spec.mask == "random":
+        kept = sum(int(m.sum()) for m in learned.values())
+        total = sum(m.numel() for m in learned.values())
+        return source, random_masks(learned, kept / total, generator)
+    name = f"mask-{spec.mask}.safetensors"
+    try:
+        return source, tensors_from_bytes(ctx.read_job_artifact(spec.source_job, name))
+    except UserError:
+        raise UserError(
+            f"job {spec.source_job} has no {name}; run the prune job with "
+            f"baselines: ['{spec.mask}'] or use mask: learned / random / reshuffle"
+        ) from None
+
+
+def fresh_masked_model(architecture: Architecture, masks: Masks) -> torch.nn.Module:
+    """A new random initialisation of the parent with `masks` fixed (layers not in the mask
+    file were kept dense by the prune job)."""
+    model = create_model(architecture)
+    names = prunable_layer_names(model)
+    unknown = sorted(set(masks) - set(names))
+    if unknown:
+        raise UserError(f"the mask names layers {unknown} that this model does not have")
+    mask_model(model, keep_dense=tuple(n for n in names if n not in masks))
+    shapes = {n: tuple(m.weight.shape) for n, m in model.named_modules() if n in masks}
+    for name, mask in masks.items():
+        if tuple(mask.shape) != shapes[name]:
+            raise UserError(
+                f"layer {name}: the mask is {tuple(mask.shape)} but this dataset needs "
+                f"{shapes[name]}; when the number of classes or the input size differs, prune "
+                "with keep_dense: ['first'] / ['last'] so those layers are not masked"
+            )
+    set_masks(model, {n: m.to(torch.bool) for n, m in masks.items()})
+    return model
+
+
+def run(spec: TransferJob, data: Dataset, ctx: RunContext) -> Result:
+    """Train the source job's architecture, freshly initialised, on `data`."""
+    source, masks = source_masks(spec, ctx)
+    architecture = Architecture(source.config, data.input_shape, data.num_classes)
+    seed_everything(spec.training.seed)
+    model = fresh_masked_model(architecture, masks).to(ctx.device)
+    outcome = fit(model, data, spec.training, ctx, params=weight_params(model), phase="transfer")
+    ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")
+    metrics = {
+        "test_accuracy": outcome.test_accuracy,
+        "test_loss": outcome.test_loss,
+        "train_samples": float(len(data.x_train)),
+        **density_report(model),
+    }
+    metrics.update(save_pruned(ctx, model, architecture))
+    ctx.save_artifact(
+        "curves.png", curves_png(outcome.history, f"transfer ({spec.mask})"), "image/png"
+    )
+    return Result(metrics=metrics, history=outcome.history)

@@ -1,0 +1,210 @@
+"""Masked linear and conv layers: a mask logit per weight, held as module state.
+
+"Differentiable Architecture Pruning for Transfer Learning", section 2.1-2.2: the parent
+network F(m * theta) with a mask m = sigmoid(t_hard w) trained through the two-temperature
+surrogate gradient; the final architecture is m = 1[w > 0].
+
+Any model of the registry is masked generically: every nn.Linear / nn.Conv2d (except the
+ones kept dense) is swapped for a subclass that owns `mask_logits` (a Parameter) and
+`mask_frozen` (a buffer), so masks move with `.to()` and live in the `state_dict`; the
+subclasses are still nn.Linear / nn.Conv2d, so FLOP counters and init code keep working.
+A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archsearch.core.errors import UserError
+from archsearch.core.nn.two_temperature import two_temperature_sigmoid
+
+
+class MaskedMixin:
+    """Shared mask state of MaskedLinear and MaskedConv2d."""
+
+    weight: torch.Tensor
+    mask_logits: nn.Parameter
+    mask_frozen: torch.Tensor
+    t_hard: float
+    t_soft: float
+
+    def init_mask(self, logit_init: float, t_hard: float, t_soft: float) -> None:
+        module = self  # an nn.Module at run time
+        assert isinstance(module, nn.Module), "MaskedMixin is mixed into nn.Module subclasses"
+        # Small, positive (every connection on) and random in [logit_init / 2, logit_init]:
+        # Algorithm A.1 draws w_0 ~ |N(0, eps)|; the spread breaks the symmetry of a
+        # weight-free network whose weights are all one.
+        logits = logit_init * (0.5 + 0.5 * torch.rand(self.weight.shape, device=self.weight.device))
+        module.register_parameter("mask_logits", nn.Parameter(logits))
+        module.register_buffer("mask_frozen", torch.zeros((), dtype=torch.bool))
+        self.t_hard, self.t_soft = t_hard, t_soft
+
+    def hard_mask(self) -> torch.Tensor:
+        return (self.mask_logits.detach() > 0).to(self.weight.dtype)  # same shape as weight
+
+    def mask(self) -> torch.Tensor:
+        # Frozen: the exact architecture 1[w > 0]; no gradient reaches the logits, so the
+        # optimiser skips them (their .grad stays None).
+        if bool(self.mask_frozen):
+            return self.hard_mask()
+        return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
+
+    def masked_weight(self) -> torch.Tensor:
+        return self.weight * self.mask()
+
+
+class MaskedLinear(MaskedMixin, nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.masked_weight(), self.bias)
+
+
+class MaskedConv2d(MaskedMixin, nn.Conv2d):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.masked_weight(), self.bias)
+
+
+def _masked_copy(module: nn.Module) -> MaskedLinear | MaskedConv2d:
+    """A masked layer that shares the parameters of `module` (no copy of the weights)."""
+    new: MaskedLinear | MaskedConv2d
+    if isinstance(module, nn.Linear):
+        new = MaskedLinear(
+            module.in_features, module.out_features, bias=module.bias is not None, device="meta"
+        )
+    else:
+        assert isinstance(module, nn.Conv2d), f"cannot mask {type(module).__name__}"
+        new = MaskedConv2d(
+            module.in_channels,
+            module.out_channels,
+            module.kernel_size,  # type: ignore[arg-type]
+            stride=module.stride,
+            padding=module.padding,
+            dilation=module.dilation,  # type: ignore[arg-type]
+            groups=module.groups,
+            bias=module.bias is not None,
+            padding_mode=module.padding_mode,
+            device="meta",
+        )
+    new.weight = module.weight  # type: ignore[assignment]  # the same Parameter object
+    new.bias = module.bias
+    new.train(module.training)
+    return new
+
+
+def prunable_layer_names(model: nn.Module) -> list[str]:
+    """Names of the Linear / Conv2d layers in registration (= forward) order."""
+    return [n for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+
+
+def _resolve_dense(names: list[str], keep_dense: tuple[str, ...]) -> set[str]:
+    aliases = {"first": names[0], "last": names[-1]} if names else {}
+    dense = set()
+    for entry in keep_dense:
+        resolved = aliases.get(entry, entry)
+        if resolved not in names:
+            raise UserError(
+                f"keep_dense: no layer {entry!r}; use 'first', 'last' or one of: {', '.join(names)}"
+            )
+        dense.add(resolved)
+    return dense
+
+
+def mask_model(
+    model: nn.Module,
+    *,
+    keep_dense: tuple[str, ...] = (),
+    logit_init: float = 0.05,
+    t_hard: float = 100.0,
+    t_soft: float = 10.0,
+) -> list[str]:
+    """Swap every prunable layer of `model` (in place) for its masked twin; return their names."""
+    names = prunable_layer_names(model)
+    dense = _resolve_dense(names, keep_dense)
+    masked = [n for n in names if n not in dense]
+    if not masked:
+        raise UserError("keep_dense leaves no layer to prune; keep fewer layers dense")
+    for name in masked:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        layer = _masked_copy(parent.get_submodule(child))
+        layer.init_mask(logit_init, t_hard, t_soft)
+        setattr(parent, child, layer)
+    return masked
+
+
+def masked_layers(model: nn.Module) -> Iterator[tuple[str, MaskedLinear | MaskedConv2d]]:
+    for name, module in model.named_modules():
+        if isinstance(module, (MaskedLinear, MaskedConv2d)):
+            yield name, module
+
+
+def mask_logits(model: nn.Module) -> list[nn.Parameter]:
+    return [layer.mask_logits for _, layer in masked_layers(model)]
+
+
+def hard_masks(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The architecture: a boolean mask 1[w > 0] per masked layer, keyed by layer name."""
+    return {name: layer.mask_logits.detach() > 0 for name, layer in masked_layers(model)}
+
+
+def set_masks(model: nn.Module, masks: dict[str, torch.Tensor]) -> None:
+    """Fix the architecture to `masks` (boolean); the layers become frozen."""
+    layers = dict(masked_layers(model))
+    assert set(masks) == set(layers), f"mask layers {sorted(masks)} != model's {sorted(layers)}"
+    with torch.no_grad():
+        for name, keep in masks.items():
+            layer = layers[name]
+            assert keep.shape == layer.weight.shape, f"mask of {name}: shape {tuple(keep.shape)}"
+            layer.mask_logits.copy_(torch.where(keep.to(layer.weight.device), 1.0, -1.0))
+            layer.mask_frozen.fill_(True)
+
+
+def freeze_masks(model: nn.Module) -> None:
+    for _, layer in masked_layers(model):
+        layer.mask_frozen.fill_(True)
+
+
+def masks_frozen(model: nn.Module) -> bool:
+    return all(bool(layer.mask_frozen) for _, layer in masked_layers(model))
+
+
+def density(model: nn.Module) -> float:
+    """Fraction of masked weights whose logit is positive (the architecture's density)."""
+    kept = sum(int((p > 0).sum()) for p in mask_logits(model))
+    total = sum(p.numel() for p in mask_logits(model))
+    return kept / max(1, total)
+
+
+def layer_densities(model: nn.Module) -> dict[str, float]:
+    return {name: float(m.float().mean()) for name, m in hard_masks(model).items()}
+
+
+def make_weight_free(model: nn.Module) -> None:
+    """The weight-free network of the second paper (eq. 11-12): masked weights are exactly
+    one, biases zero, and nothing but the mask logits is trained."""
+    with torch.no_grad():
+        for _, layer in masked_layers(model):
+            layer.weight.fill_(1.0)
+            if layer.bias is not None:
+                layer.bias.zero_()
+    for name, param in model.named_parameters():
+        param.requires_grad_(name.endswith("mask_logits"))
+
+
+def plain_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state of the unmasked registry model: weights times the binary mask, no mask keys.
+
+    Loadable into `create_model(architecture)`, so `model.safetensors` needs no mask code.
+    """
+    state = {
+        k: v
+        for k, v in model.state_dict().items()
+        if not k.endswith(("mask_logits", "mask_frozen"))
+    }
+    for name, layer in masked_layers(model):
+        key = f"{name}.weight" if name else "weight"
+        state[key] = (layer.weight * layer.hard_mask()).detach()
+    return state

@@ -1,0 +1,130 @@
+"""Pruning baselines at the same density as the learned mask.
+
+"Differentiable Architecture Pruning for Transfer Learning", section 3.2 (random pruning,
+iterative magnitude pruning (IMP) of Frankle and Carbin, 2019: train, remove 20% of the
+remaining weights by magnitude, rewind to the initial weights, repeat) and section 3.3
+(layer-wise reshuffle: same density per layer, random positions). One-shot magnitude
+pruning (Han et al., 2015) is IMP with a single round.
+
+A mask set is a dict {layer name: bool tensor shaped like the layer's weight}.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from archsearch.core.context import RunContext
+from archsearch.core.data.loaders import Dataset
+from archsearch.core.nn.masked import masked_layers, set_masks
+from archsearch.core.spec.common import TrainingSpec
+from archsearch.core.training import fit
+
+Masks = dict[str, torch.Tensor]
+
+
+def _split(flat: torch.Tensor, like: Masks) -> Masks:
+    out, start = {}, 0
+    for name, mask in like.items():
+        out[name] = flat[start : start + mask.numel()].view(mask.shape).clone()
+        start += mask.numel()
+    assert start == flat.numel(), "flat mask and layer shapes disagree"
+    return out
+
+
+def random_masks(like: Masks, density: float, generator: torch.Generator) -> Masks:
+    """Uniformly random over all masked weights: round(density * D) of them kept."""
+    total = sum(m.numel() for m in like.values())
+    keep = torch.zeros(total, dtype=torch.bool)
+    keep[torch.randperm(total, generator=generator)[: round(density * total)]] = True
+    return _split(keep, like)
+
+
+def reshuffle_masks(masks: Masks, generator: torch.Generator) -> Masks:
+    """Section 3.3: each layer keeps its number of connections, at random positions."""
+    out = {}
+    for name, mask in masks.items():
+        flat = mask.flatten()
+        out[name] = flat[torch.randperm(flat.numel(), generator=generator)].view(mask.shape)
+    return out
+
+
+def magnitude_masks(
+    weights: dict[str, torch.Tensor], density: float, allowed: Masks | None = None
+) -> Masks:
+    """Global magnitude pruning: keep the round(density * D) largest |w| among `allowed`."""
+    flat = torch.cat([w.detach().abs().flatten().cpu() for w in weights.values()])  # (D,)
+    if allowed is not None:
+        flat = torch.where(torch.cat([a.flatten().cpu() for a in allowed.values()]), flat, -1.0)
+    k = round(density * flat.numel())
+    keep = torch.zeros_like(flat, dtype=torch.bool)
+    keep[flat.topk(k).indices] = True
+    return _split(keep, {n: w.detach().cpu() for n, w in weights.items()})
+
+
+def masked_weights(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: layer.weight.detach() * layer.hard_mask() for name, layer in masked_layers(model)}
+
+
+def all_kept(model: nn.Module) -> Masks:
+    return {
+        name: torch.ones_like(layer.weight, dtype=torch.bool, device="cpu")
+        for name, layer in masked_layers(model)
+    }
+
+
+@dataclass
+class IMPResult:
+    """Masks at each requested density, with the training they cost (rounds before them)."""
+
+    masks: dict[float, Masks] = field(default_factory=dict)
+    rounds: dict[float, int] = field(default_factory=dict)
+    seconds: dict[float, float] = field(default_factory=dict)
+    epochs: dict[float, int] = field(default_factory=dict)
+
+
+def _imp_steps(densities: list[float], prune_fraction: float) -> list[float]:
+    """Densities visited: remove `prune_fraction` of what remains, landing on each target."""
+    steps, current = [], 1.0
+    for target in sorted(densities, reverse=True):
+        while current > target + 1e-12:
+            current = max(current * (1.0 - prune_fraction), target)
+            steps.append(current)
+    return steps
+
+
+def iterative_magnitude_pruning(
+    model: nn.Module,
+    data: Dataset,
+    training: TrainingSpec,
+    ctx: RunContext,
+    densities: list[float],
+    *,
+    prune_fraction: float = 0.2,
+    params: Any = None,
+) -> IMPResult:
+    """Lottery-ticket IMP with rewinding to the initial weights, on a masked `model`.
+
+    Each round trains the current sub-network, prunes `prune_fraction` of its remaining
+    weights by global magnitude and rewinds every weight to its value at initialisation.
+    """
+    init_state = {k: v.clone() for k, v in model.state_dict().items()}
+    result, masks, start, rounds = IMPResult(), all_kept(model), time.perf_counter(), 0
+    set_masks(model, masks)
+    targets = set(densities)
+    for step_density in _imp_steps(densities, prune_fraction):
+        fit(model, data, training, ctx, params=params, phase=f"imp-{rounds}")
+        rounds += 1
+        masks = magnitude_masks(masked_weights(model), step_density, allowed=masks)
+        model.load_state_dict(init_state)  # rewind
+        set_masks(model, masks)
+        if step_density in targets:
+            result.masks[step_density] = masks
+            result.rounds[step_density] = rounds
+            result.epochs[step_density] = rounds * training.epochs
+            result.seconds[step_density] = time.perf_counter() - start
+    return result

@@ -1,0 +1,115 @@
+"""Building masked models from a prune spec, and the artifacts every pruned model yields.
+
+Shared by the `prune` and `transfer` methods ("Differentiable Architecture Pruning",
+Algorithms A.1 and A.2).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from archsearch.core.context import RunContext
+from archsearch.core.export import (
+    count_macs,
+    count_parameters,
+    json_bytes,
+    save_model,
+    tensors_to_bytes,
+)
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.masked import (
+    hard_masks,
+    layer_densities,
+    make_weight_free,
+    mask_model,
+    plain_state_dict,
+)
+from archsearch.core.pruning.compact import compact_model
+from archsearch.core.pruning.plots import spectrum_png
+from archsearch.core.pruning.spectrum import mlp_weights, normalized_laplacian_spectrum
+from archsearch.core.spec.model_configs import MLPConfig
+from archsearch.core.spec.prune import PruneJob
+
+
+def build_masked_model(
+    spec: PruneJob, architecture: Architecture, weights: str | None = None
+) -> nn.Module:
+    """A fresh parent network (seed torch first) with mask logits on its prunable layers."""
+    model = create_model(architecture)
+    temps = spec.temperatures
+    mask_model(
+        model,
+        keep_dense=spec.keep_dense,
+        logit_init=spec.logit_init,
+        t_hard=temps.t_hard,
+        t_soft=temps.soft,
+    )
+    if (weights or spec.weights) == "free":
+        make_weight_free(model)
+    return model
+
+
+def weight_params(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters trained by `fit` (everything but the mask logits, which have their own
+    optimiser). `fit` needs at least one: a weight-free model gets an empty placeholder."""
+    params = [
+        p for n, p in model.named_parameters() if p.requires_grad and not n.endswith("mask_logits")
+    ]
+    return params or [nn.Parameter(torch.zeros(0))]
+
+
+def plain_model(model: nn.Module, architecture: Architecture) -> nn.Module:
+    """The registry model with the masked weights (no mask code needed to load it)."""
+    plain = create_model(architecture)
+    plain.load_state_dict(plain_state_dict(model))
+    return plain.to(next(model.parameters()).device).eval()
+
+
+def mask_bytes(masks: dict[str, torch.Tensor]) -> bytes:
+    return tensors_to_bytes({name: m.to(torch.bool) for name, m in masks.items()})
+
+
+def save_pruned(
+    ctx: RunContext, model: nn.Module, architecture: Architecture, suffix: str = ""
+) -> dict[str, float]:
+    """Save masked + compact models; return parameter and multiply-add counts."""
+    plain = plain_model(model, architecture)
+    save_model(ctx, plain, architecture, suffix=suffix)
+    shape = architecture.input_shape
+    metrics = {
+        "parameters_dense": float(count_parameters(plain)),
+        "parameters": float(count_parameters(plain, nonzero_only=True)),
+        "macs_dense": float(count_macs(plain, shape, nonzero_only=False)),
+        "macs": float(count_macs(plain, shape, nonzero_only=True)),
+    }
+    compact = compact_model({k: v.cpu() for k, v in plain.state_dict().items()}, architecture)
+    if compact is not None:
+        compact_net, compact_arch = compact
+        save_model(ctx, compact_net, compact_arch, suffix=f"{suffix}-compact")
+        metrics["parameters_compact"] = float(count_parameters(compact_net))
+        metrics["macs_compact_dense"] = float(count_macs(compact_net, shape, nonzero_only=False))
+    return metrics
+
+
+def density_report(model: nn.Module) -> dict[str, float]:
+    layers = layer_densities(model)
+    masks = hard_masks(model)
+    kept = sum(int(m.sum()) for m in masks.values())
+    total = sum(m.numel() for m in masks.values())
+    return {"density": kept / max(1, total), **{f"density/{n}": d for n, d in layers.items()}}
+
+
+def save_spectrum(ctx: RunContext, model: nn.Module, architecture: Architecture) -> None:
+    """spectrum.json + spectrum.png for MLP parents (footnote 14 of the weight-free paper)."""
+    if not isinstance(architecture.config, MLPConfig):
+        return
+    state = {k: v.cpu() for k, v in plain_state_dict(model).items()}
+    weights = mlp_weights(state)
+    binary = [(w != 0).to(torch.float64) for w in weights]
+    spectra = {
+        "mask": normalized_laplacian_spectrum(binary).tolist(),
+        "weighted": normalized_laplacian_spectrum(weights).tolist(),
+    }
+    ctx.save_artifact("spectrum.json", json_bytes(spectra), "application/json")
+    ctx.save_artifact("spectrum.png", spectrum_png(spectra), "image/png")

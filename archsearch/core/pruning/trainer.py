@@ -1,0 +1,188 @@
+"""Training the mask logits: penalty toward -1, stop at the target density.
+
+"Differentiable Architecture Pruning for Transfer Learning", Algorithm A.1 (separate step
+sizes alpha for the mask logits w and beta for the weights theta, eq. 15-16) and appendix
+A.3 (the penalty gamma * 1^T (1 + w)^2 of eq. 18 pulls the logits toward -1; once the
+density 1^T 1[w > 0] / D reaches the target, alpha = 0).
+
+The weights are trained by `core.training.fit`; the logits by a second optimiser stepped in
+`after_step`. Once the target is reached the masks freeze: the forward pass then uses the
+exact binary mask, so the remaining epochs train the weights of the final architecture.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from archsearch.core.nn.masked import (
+    density,
+    freeze_masks,
+    mask_logits,
+    masked_layers,
+    masks_frozen,
+)
+from archsearch.core.training import TrainHooks, cross_entropy
+
+HIST_BINS = 80
+
+
+@dataclass
+class MaskSchedule:
+    """What the mask trainer needs beyond the model: target, penalty, mask optimiser."""
+
+    target: float | None
+    total_steps: int
+    adaptive: bool = True
+    gamma: float = 1e-3
+    reach_fraction: float = 0.6
+    adapt_rate: float = 1.25
+    mask_lr: float = 0.01
+    mask_optimizer: str = "adam"
+    logit_cap: float | None = None
+
+
+def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    return torch.optim.Adam(params, lr=lr)
+
+
+def finalize_to_density(model: nn.Module, target: float) -> None:
+    """Make exactly round(target * D) logits positive (the largest ones) and freeze.
+
+    The step that crosses the target can overshoot by a few logits; moving the threshold
+    to the k-th largest logit makes the final density exact.
+    """
+    logits = mask_logits(model)
+    flat = torch.cat([p.detach().flatten() for p in logits])  # (D,)
+    # Many logits sit exactly at the cap; among equal logits the larger |weight| wins.
+    magnitude = torch.cat(
+        [layer.weight.detach().abs().flatten() for _, layer in masked_layers(model)]
+    )
+    score = flat + 1e-7 * magnitude / magnitude.max().clamp(min=1e-12)
+    k = max(1, round(target * flat.numel()))
+    keep = torch.zeros_like(flat, dtype=torch.bool)
+    keep[score.topk(k).indices] = True
+    with torch.no_grad():
+        start = 0
+        for p in logits:
+            part = keep[start : start + p.numel()].view_as(p)
+            p.copy_(torch.where(part, p.clamp(min=1e-4), p.clamp(max=-1e-4)))
+            start += p.numel()
+    freeze_masks(model)
+
+
+@dataclass
+class MaskTrainer:
+    """TrainHooks for `fit` that learn the masks alongside (or instead of) the weights."""
+
+    model: nn.Module
+    schedule: MaskSchedule
+    gamma: float | None = None
+    histograms: list[list[float]] = field(default_factory=list)
+    frozen_at_step: int = -1
+
+    def __post_init__(self) -> None:
+        s = self.schedule
+        self.logits = mask_logits(self.model)
+        self.optimizer = make_mask_optimizer(self.logits, s.mask_optimizer, s.mask_lr)
+        # The penalty's fixed point is -1; with a cap, no logit rises above it.
+        self.hist_range = (-1.1, 1.1 * s.logit_cap) if s.logit_cap is not None else (-1.5, 1.5)
+        self.reach_step = max(1, math.ceil(s.reach_fraction * s.total_steps))
+        self.force_step = min(s.total_steps, math.ceil(1.25 * self.reach_step))
+        if not s.adaptive:
+            self.gamma = s.gamma
+
+    def penalty(self) -> torch.Tensor:
+        """gamma * sum (1 + w)^2 over every logit (eq. 18); zero once the masks are frozen."""
+        if self.gamma is None or masks_frozen(self.model):
+            return torch.zeros(())
+        return self.gamma * torch.stack([((1.0 + p) ** 2).sum() for p in self.logits]).sum()
+
+    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = cross_entropy(model, x, y) + self.penalty().to(x.device)
+        if not loss.requires_grad:
+            # Weight-free and frozen: nothing left to train, but `fit` still calls backward.
+            loss = loss + 0.0 * self.logits[0].sum()
+        return loss
+
+    def planned_density(self, step: int) -> float:
+        assert self.schedule.target is not None, "a plan needs a target density"
+        return self.schedule.target ** min(1.0, (step + 1) / self.reach_step)
+
+    def _calibrate(self) -> float:
+        # First step: the grads hold the loss alone. Start where the pull toward -1 equals
+        # the median loss gradient, so the adaptive gamma starts on the right scale.
+        grads = torch.cat([p.grad.abs().flatten() for p in self.logits if p.grad is not None])
+        scale = float(grads.quantile(0.1)) if grads.numel() else 0.0
+        return max(scale, 1e-12) / (2.0 * (1.0 + self.schedule_init()))
+
+    def schedule_init(self) -> float:
+        return float(torch.cat([p.detach().flatten() for p in self.logits]).mean())
+
+    @torch.no_grad()
+    def _cap_logits(self) -> None:
+        # Logits never rise above their initial value: otherwise the ones the loss likes
+        # drift far up while the target is still far, and later need many steps to be
+        # switched off. With the cap, any logit whose loss gradient the penalty outweighs
+        # crosses zero within about logit_init / mask_lr steps.
+        if self.schedule.logit_cap is not None:
+            for p in self.logits:
+                p.clamp_(max=self.schedule.logit_cap)
+
+    def after_step(self, step: int) -> dict[str, float]:
+        s = self.schedule
+        if not masks_frozen(self.model):
+            if self.gamma is None:
+                self.gamma = self._calibrate()
+            self.optimizer.step()
+            self._cap_logits()
+        self.optimizer.zero_grad(set_to_none=True)
+        current = density(self.model)
+        if not masks_frozen(self.model) and s.target is not None:
+            if current <= s.target or step + 1 >= self.force_step:
+                finalize_to_density(self.model, s.target)
+                self.frozen_at_step, current = step, density(self.model)
+            elif s.adaptive:
+                # Multiplicative control: gamma grows while the density lags behind the plan
+                # (by at most x adapt_rate a step) and holds when ahead. Never lowering it
+                # keeps the pressure on, so no logit drifts far up while it waits.
+                assert self.gamma is not None, "calibrated on the first step"
+                ratio = (current / self.planned_density(step)) ** 2
+                self.gamma = float(self.gamma) * min(s.adapt_rate, max(1.0, ratio))
+        return {"density": current, "gamma": float(self.gamma or 0.0)}
+
+    def after_epoch(self, epoch: int) -> dict[str, float]:
+        flat = torch.cat([p.detach().flatten().cpu() for p in self.logits])
+        lo, hi = self.hist_range
+        counts = torch.histc(flat.clamp(lo, hi), bins=HIST_BINS, min=lo, max=hi)
+        self.histograms.append(counts.tolist())
+        return {"density": density(self.model)}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {
+            "gamma": self.gamma,
+            "histograms": self.histograms,
+            "frozen_at_step": self.frozen_at_step,
+            "mask_optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.gamma = state["gamma"]
+        self.histograms = [list(h) for h in state["histograms"]]
+        self.frozen_at_step = int(state["frozen_at_step"])
+        self.optimizer.load_state_dict(state["mask_optimizer"])
+
+    def hooks(self) -> TrainHooks:
+        return TrainHooks(
+            loss=self.loss,
+            after_step=self.after_step,
+            after_epoch=self.after_epoch,
+            extra_state=self.extra_state,
+            load_extra_state=self.load_extra_state,
+        )

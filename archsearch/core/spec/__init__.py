@@ -1,0 +1,60 @@
+"""Job specs: a discriminated union on `method`, frozen, `extra="forbid"`, torch-free.
+
+`{"method": "train", "dataset": {"name": "digits"}}` alone is a valid job; every other
+field has a default. The API validates requests with these models without importing torch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field, TypeAdapter
+
+from archsearch.core.spec.common import (
+    DatasetRef,
+    Frozen,
+    OptimizerSpec,
+    ResourceSpec,
+    ScheduleSpec,
+    TrainingSpec,
+)
+from archsearch.core.spec.families import MODEL_NAMES, ModelConfig
+from archsearch.core.spec.grow import GrowJob
+from archsearch.core.spec.model_configs import CNNConfig, MLPConfig, ModelConfigBase
+from archsearch.core.spec.prune import PRUNE_JOB_TYPES
+from archsearch.core.spec.search import SearchJob
+from archsearch.core.spec.train import JobBase, TrainJob
+
+JOB_TYPES = (TrainJob, SearchJob, GrowJob, *PRUNE_JOB_TYPES)
+JobSpec = Annotated[Union[JOB_TYPES], Field(discriminator="method")]  # type: ignore[valid-type]  # noqa: UP007 (a union built at run time needs Union[...])
+METHOD_NAMES = tuple(t.model_fields["method"].default for t in JOB_TYPES)
+
+job_spec_adapter: TypeAdapter[JobBase] = TypeAdapter(JobSpec)
+
+
+def parse_job_spec(data: object) -> JobBase:
+    """Validate a JSON-like object as a job spec (raises pydantic.ValidationError)."""
+    return job_spec_adapter.validate_python(data)
+
+
+__all__ = [
+    "CNNConfig",
+    "DatasetRef",
+    "Frozen",
+    "GrowJob",
+    "JOB_TYPES",
+    "JobBase",
+    "JobSpec",
+    "METHOD_NAMES",
+    "MLPConfig",
+    "MODEL_NAMES",
+    "ModelConfig",
+    "ModelConfigBase",
+    "OptimizerSpec",
+    "ResourceSpec",
+    "ScheduleSpec",
+    "SearchJob",
+    "TrainJob",
+    "TrainingSpec",
+    "parse_job_spec",
+]

@@ -1,0 +1,23 @@
+"""Every model family's config, gathered into one discriminated union on `name`.
+
+Each method's spec module contributes its families in `MODEL_CONFIGS`, so adding a family
+means adding it there, never editing this file's union by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from archsearch.core.spec import graph_model_configs, prune_model_configs
+from archsearch.core.spec.model_configs import CNNConfig, MLPConfig, ModelConfigBase
+
+MODEL_CONFIG_TYPES: tuple[type[ModelConfigBase], ...] = (
+    MLPConfig,
+    CNNConfig,
+    *graph_model_configs.MODEL_CONFIGS,
+    *prune_model_configs.MODEL_CONFIGS,
+)
+ModelConfig = Annotated[Union[MODEL_CONFIG_TYPES], Field(discriminator="name")]  # type: ignore[valid-type]  # noqa: UP007 (a union built at run time needs Union[...])
+MODEL_NAMES = tuple(t.model_fields["name"].default for t in MODEL_CONFIG_TYPES)

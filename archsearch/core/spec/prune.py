@@ -1,0 +1,141 @@
+"""The `prune`, `transfer` and `compare_spectra` jobs (two-temperature architecture pruning).
+
+Papers: "Differentiable Architecture Pruning for Transfer Learning" (section 2.2, Algorithms
+A.1-A.3) and "Disentangling Neural Architectures and Weights" (section 4, Algorithm 1, and
+the Laplacian spectra of section 5). Torch-free: the API validates these without the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from archsearch.core.spec.common import Frozen, TrainingSpec
+from archsearch.core.spec.families import ModelConfig
+from archsearch.core.spec.model_configs import MLPConfig
+from archsearch.core.spec.train import JobBase
+
+Baseline = Literal["random", "magnitude", "imp", "reshuffle"]
+
+
+class TemperatureSpec(Frozen):
+    """Inverse temperatures: forward uses sigmoid(t_hard w), the gradient sigmoid(t_soft w).
+
+    Defaults of Algorithm A.1 (t_hard = 100, t_soft = t_hard / 10). The MNIST experiment
+    of the pruning paper found t_soft = t_hard / 100 best at t_hard = 1000; the weight-free
+    paper uses M_hard = 50, M_soft = 5.
+    """
+
+    t_hard: float = Field(default=100.0, gt=0)
+    t_soft: float | None = Field(default=None, gt=0, description="default: t_hard / 10")
+
+    @property
+    def soft(self) -> float:
+        return self.t_soft if self.t_soft is not None else self.t_hard / 10.0
+
+
+class PenaltySpec(Frozen):
+    """The penalty gamma * sum((1 + w)^2) that pulls mask logits toward -1 (appendix A.3).
+
+    `adaptive` starts gamma where the pull equals a low quantile of the loss gradients, then
+    raises it (by at most x `adapt_rate` a step) whenever the density lags behind a
+    geometric path from 1 to the target, reached after `reach_fraction` of the training:
+    the paper tunes gamma by hand "to reach the target sparsity in a similar number of
+    epochs"; this does it for the user. `constant` keeps gamma fixed.
+    """
+
+    schedule: Literal["adaptive", "constant"] = "adaptive"
+    gamma: float = Field(default=1e-3, gt=0, description="initial (or constant) strength")
+    reach_fraction: float = Field(default=0.6, gt=0, le=1)
+    adapt_rate: float = Field(default=1.25, gt=1, le=10)
+
+
+class PruneJob(JobBase):
+    """Learn a binary mask over a parent network's linear and conv weights."""
+
+    method: Literal["prune"] = "prune"
+    model: ModelConfig = MLPConfig()
+    training: TrainingSpec = TrainingSpec(epochs=10)
+    density: float | None = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="target fraction of prunable weights kept; null: no target (penalty only)",
+    )
+    weights: Literal["learned", "free"] = Field(
+        default="learned",
+        description="learned: weights and masks trained jointly; free: weights fixed to one, "
+        "only masks are trained (a {0,1} network)",
+    )
+    temperatures: TemperatureSpec = TemperatureSpec()
+    penalty: PenaltySpec = PenaltySpec()
+    logit_init: float = Field(default=0.05, gt=0, le=1, description="initial mask logit")
+    mask_lr: float = Field(
+        default=0.01, gt=0, le=10, description="step size of the mask logits (alpha in eq. 15)"
+    )
+    mask_optimizer: Literal["adam", "sgd"] = "adam"
+    keep_dense: tuple[str, ...] = Field(
+        default=(), description="layers left unmasked: 'first', 'last' or a module name"
+    )
+    finetune_epochs: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="then train fresh real weights on the found support (bin -> real)",
+    )
+    baselines: tuple[Baseline, ...] = Field(
+        default=(), description="also save mask-<baseline>.safetensors at the same density"
+    )
+
+    @model_validator(mode="after")
+    def _baselines_need_density(self) -> PruneJob:
+        if self.baselines and self.density is None:
+            raise ValueError("baselines are pruned to the same density: set 'density'")
+        return self
+
+
+class TransferJob(JobBase):
+    """Train a freshly initialised network with a prune job's architecture (Appendix A.2)."""
+
+    method: Literal["transfer"] = "transfer"
+    # Optional only so that {"method": "transfer", "dataset": ...} parses like every job;
+    # running without it fails at once with a message that says what to set.
+    source_job: str | None = Field(
+        default=None, min_length=1, description="id of a finished prune job"
+    )
+    mask: Literal["learned", "random", "magnitude", "imp", "reshuffle"] = Field(
+        default="learned",
+        description="learned: the job's mask; random / reshuffle: drawn here at the same "
+        "(global / per-layer) density; magnitude / imp: the job's saved baseline masks",
+    )
+
+    def referenced_jobs(self) -> list[str]:
+        return [self.source_job] if self.source_job else []
+
+    def missing_inputs(self) -> dict[str, str]:
+        return (
+            {}
+            if self.source_job
+            else {"source_job": "the id of a succeeded prune job whose mask to transfer"}
+        )
+
+
+class CompareSpectraJob(JobBase):
+    """Compare the Laplacian spectra of several jobs in 2-D (PCA, as in Figure 5)."""
+
+    method: Literal["compare_spectra"] = "compare_spectra"
+    jobs: tuple[str, ...] = Field(default=(), description="ids of finished prune jobs (2 or more)")
+    spectrum: Literal["mask", "weighted"] = Field(
+        default="mask", description="the binary architecture's spectrum or the weighted one"
+    )
+
+    def referenced_jobs(self) -> list[str]:
+        return list(self.jobs)
+
+    def missing_inputs(self) -> dict[str, str]:
+        return {} if len(self.jobs) >= 2 else {"jobs": "the ids of 2 or more succeeded prune jobs"}
+
+
+# The prune module owns the `prune`, `transfer` and `compare_spectra` methods.
+PRUNE_JOB_TYPES: tuple[type[JobBase], ...] = (PruneJob, TransferJob, CompareSpectraJob)

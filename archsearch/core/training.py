@@ -1,0 +1,234 @@
+"""The supervised training loop every method builds on, with resumable checkpoints.
+
+Batch order depends only on (seed, epoch), and the RNG state is saved with each epoch's
+checkpoint, so a job stopped and resumed reproduces the losses of an uninterrupted run.
+Methods customise the loop through `TrainHooks` (an extra loss term, work after each
+optimiser step, extra state in the checkpoint) instead of copying it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archsearch.core.context import RunContext
+from archsearch.core.data.loaders import Dataset
+from archsearch.core.errors import DivergedError, JobCancelled
+from archsearch.core.spec.common import OptimizerSpec, ScheduleSpec, TrainingSpec
+
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+
+
+def make_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
+    params = [p for p in params if p.requires_grad]
+    if spec.name == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=spec.lr,
+            momentum=spec.momentum,
+            weight_decay=spec.weight_decay,
+            nesterov=spec.nesterov and spec.momentum > 0,
+        )
+    if spec.name == "adam":
+        return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
+    return torch.optim.AdamW(params, lr=spec.lr, weight_decay=spec.weight_decay)
+
+
+def lr_factor(spec: ScheduleSpec, epochs: int, steps_per_epoch: int) -> Callable[[int], float]:
+    """Multiplier of the base learning rate at a given optimiser step."""
+    warmup = spec.warmup_epochs * steps_per_epoch
+    total = max(1, epochs * steps_per_epoch)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if spec.name == "cosine":
+            progress = (step - warmup) / max(1, total - warmup)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        if spec.name == "step":
+            return spec.gamma ** ((step // steps_per_epoch) // spec.step_epochs)
+        return 1.0
+
+    return factor
+
+
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> Iterator[torch.Tensor]:
+    """Shuffled index batches; the order depends only on (seed, epoch)."""
+    generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    order = torch.randperm(n, generator=generator)
+    yield from order.split(batch_size)
+
+
+def steps_per_epoch(n: int, batch_size: int) -> int:
+    return math.ceil(n / batch_size)
+
+
+def cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), y)
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, batch_size: int = 2048
+) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of `model` on (x, y), in eval mode."""
+    was_training = model.training
+    model.eval()
+    loss_sum, correct = 0.0, 0
+    for start in range(0, len(x), batch_size):
+        xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
+        logits = model(xb)
+        loss_sum += F.cross_entropy(logits, yb, reduction="sum").item()
+        correct += (logits.argmax(1) == yb).sum().item()
+    model.train(was_training)
+    return loss_sum / max(1, len(x)), correct / max(1, len(x))
+
+
+def ensure_finite(loss: torch.Tensor, step: int) -> None:
+    if not torch.isfinite(loss):
+        raise DivergedError(step, float(loss.item()))
+
+
+def check_stop(ctx: RunContext) -> None:
+    if ctx.should_stop():
+        raise JobCancelled("cancelled by request")
+
+
+@dataclass
+class TrainHooks:
+    """Ways a method customises `fit` without copying it."""
+
+    loss: LossFn = cross_entropy
+    after_step: Callable[[int], dict[str, float] | None] | None = None
+    after_epoch: Callable[[int], dict[str, float] | None] | None = None
+    extra_state: Callable[[], dict[str, Any]] | None = None
+    load_extra_state: Callable[[dict[str, Any]], None] | None = None
+
+
+@dataclass
+class FitResult:
+    history: list[dict[str, float]] = field(default_factory=list)
+    test_loss: float = float("nan")
+    test_accuracy: float = float("nan")
+
+
+def _restore(
+    state: dict[str, Any] | None,
+    phase: str,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    hooks: TrainHooks,
+) -> tuple[int, list[dict[str, float]]]:
+    if state is None or state.get("phase") != phase:
+        return 0, []
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["rng"])
+    if hooks.load_extra_state is not None:
+        hooks.load_extra_state(state.get("extra", {}))
+    return int(state["epoch"]), list(state["history"])
+
+
+def fit(
+    model: nn.Module,
+    data: Dataset,
+    spec: TrainingSpec,
+    ctx: RunContext,
+    *,
+    params: Iterable[nn.Parameter] | None = None,
+    hooks: TrainHooks | None = None,
+    phase: str = "train",
+    epochs: int | None = None,
+) -> FitResult:
+    """Train `model` on `data.x_train`; evaluate on the test split after every epoch.
+
+    Resumes from `ctx.load_checkpoint()` when it holds a state of the same `phase`, and saves
+    one after each epoch. Raises `DivergedError` on a non-finite loss and `JobCancelled`
+    when the context asks to stop.
+    """
+    hooks = hooks or TrainHooks()
+    epochs = epochs or spec.epochs
+    device = ctx.device
+    model.to(device)
+    optimizer = make_optimizer(params if params is not None else model.parameters(), spec.optimizer)
+    per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_factor(spec.schedule, epochs, per_epoch)
+    )
+    start_epoch, history = _restore(
+        ctx.load_checkpoint(), phase, model, optimizer, scheduler, hooks
+    )
+    total = epochs * per_epoch
+    for epoch in range(start_epoch, epochs):
+        train_loss = _train_epoch(model, data, spec, ctx, optimizer, scheduler, hooks, epoch, total)
+        test_loss, test_acc = evaluate(model, data.x_test, data.y_test, device)
+        row = {
+            "epoch": float(epoch + 1),
+            "train_loss": train_loss,
+            "test_loss": test_loss,
+            "test_accuracy": test_acc,
+            "lr": optimizer.param_groups[0]["lr"],
+        }
+        row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
+        history.append(row)
+        ctx.report((epoch + 1) * per_epoch, total, **{k: v for k, v in row.items() if k != "epoch"})
+        ctx.save_checkpoint(
+            {
+                "phase": phase,
+                "epoch": epoch + 1,
+                "history": history,
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(),
+                "extra": hooks.extra_state() if hooks.extra_state else {},
+            }
+        )
+    last = history[-1] if history else {}
+    return FitResult(
+        history, last.get("test_loss", float("nan")), last.get("test_accuracy", float("nan"))
+    )
+
+
+def _train_epoch(
+    model: nn.Module,
+    data: Dataset,
+    spec: TrainingSpec,
+    ctx: RunContext,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    hooks: TrainHooks,
+    epoch: int,
+    total: int,
+) -> float:
+    model.train()
+    per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
+    loss_sum, count = 0.0, 0
+    for i, index in enumerate(epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch)):
+        check_stop(ctx)
+        step = epoch * per_epoch + i
+        xb, yb = data.x_train[index].to(ctx.device), data.y_train[index].to(ctx.device)
+        loss = hooks.loss(model, xb, yb)
+        ensure_finite(loss, step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if spec.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        extra = (hooks.after_step(step) if hooks.after_step else None) or {}
+        loss_sum, count = loss_sum + loss.item() * len(index), count + len(index)
+        ctx.report(step + 1, total, **extra)
+    return loss_sum / max(1, count)

@@ -1,0 +1,84 @@
+"""All SQL of teams, users and tokens."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain.accounts.tables import ApiToken, Team, User
+from archsearch.jobs.domain.errors import NotFound
+
+
+def create_team(session: Session, name: str, max_running: int | None) -> Team:
+    team = Team(id=uuid.uuid4(), name=name, max_running=max_running)
+    session.add(team)
+    session.flush()
+    return team
+
+
+def team_by_name(session: Session, name: str) -> Team:
+    team = session.scalars(select(Team).where(Team.name == name)).one_or_none()
+    if team is None:
+        raise NotFound(f"no team {name!r}")
+    return team
+
+
+def create_user(
+    session: Session, team: Team, name: str, is_admin: bool, max_running: int | None
+) -> User:
+    user = User(
+        id=uuid.uuid4(), team_id=team.id, name=name, is_admin=is_admin, max_running=max_running
+    )
+    session.add(user)
+    session.flush()
+    return user
+
+
+def user_by_name(session: Session, name: str) -> User:
+    user = session.scalars(select(User).where(User.name == name)).one_or_none()
+    if user is None:
+        raise NotFound(f"no user {name!r}")
+    return user
+
+
+def add_token(
+    session: Session, user: User, digest: str, prefix: str, scope: str, expires_at: datetime | None
+) -> ApiToken:
+    token = ApiToken(
+        id=uuid.uuid4(),
+        user_id=user.id,
+        token_sha256=digest,
+        prefix=prefix,
+        scope=scope,
+        expires_at=expires_at,
+    )
+    session.add(token)
+    session.flush()
+    return token
+
+
+def token_with_user(session: Session, digest: str) -> tuple[ApiToken, User] | None:
+    row = session.execute(
+        select(ApiToken, User)
+        .join(User, User.id == ApiToken.user_id)
+        .where(ApiToken.token_sha256 == digest)
+    ).one_or_none()
+    return None if row is None else (row[0], row[1])
+
+
+def tokens_of(session: Session, user: User) -> list[ApiToken]:
+    return list(
+        session.scalars(
+            select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.created_at)
+        )
+    )
+
+
+def token_by_prefix(session: Session, prefix: str) -> ApiToken:
+    tokens = list(session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)))
+    if len(tokens) != 1:
+        raise NotFound(f"no single token starts with {prefix!r}")
+    return tokens[0]

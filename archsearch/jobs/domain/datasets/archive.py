@@ -1,0 +1,127 @@
+"""Reading zip archives (and the zip inside every .npz) without trusting them.
+
+Before any byte is decompressed: the number of entries, every entry's path (no absolute
+paths, no '..', no encryption) and the sum of the declared uncompressed sizes are checked.
+Declared sizes can lie, so the bytes actually produced are counted too, against one budget
+shared by every entry of the upload. Nothing is ever extracted to disk.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from archsearch.jobs.domain.datasets.errors import InvalidUpload, LimitExceeded, UnsafeArchive
+from archsearch.jobs.domain.datasets.options import UploadLimits
+
+CHUNK = 1 << 20
+DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError)
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+class ByteBudget:
+    """Decompressed bytes one upload may still produce."""
+
+    def __init__(self, limits: UploadLimits) -> None:
+        self.limit = limits.max_uncompressed_bytes
+        self.used = 0
+
+    def spend(self, count: int) -> None:
+        self.used += count
+        if self.used > self.limit:
+            raise LimitExceeded(
+                "the uncompressed size of the upload", self.limit, "upload_max_uncompressed_bytes"
+            )
+
+
+def is_zip(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(4) in ZIP_MAGIC
+
+
+def check_entry_name(name: str) -> None:
+    """Refuse the paths a careless extractor would write outside its folder."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise UnsafeArchive(f"zip entry {name!r} has an absolute path; entries must be relative")
+    if ".." in path.parts:
+        raise UnsafeArchive(
+            f"zip entry {name!r} contains '..'; entries must stay inside the archive"
+        )
+
+
+def check_archive(archive: zipfile.ZipFile, limits: UploadLimits) -> list[zipfile.ZipInfo]:
+    """The archive's file entries (directories dropped), after every pre-read check."""
+    entries = archive.infolist()
+    if len(entries) > limits.max_entries:
+        raise LimitExceeded(
+            f"the zip's {len(entries):,} entries",
+            limits.max_entries,
+            "upload_max_entries",
+            "entries",
+        )
+    declared = 0
+    for info in entries:
+        check_entry_name(info.filename)
+        if info.flag_bits & 0x1:
+            raise UnsafeArchive(
+                f"zip entry {info.filename!r} is encrypted; upload an unencrypted zip"
+            )
+        declared += info.file_size
+    if declared > limits.max_uncompressed_bytes:
+        raise LimitExceeded(
+            f"the declared uncompressed size of the zip ({declared:,} bytes)",
+            limits.max_uncompressed_bytes,
+            "upload_max_uncompressed_bytes",
+        )
+    return [info for info in entries if not info.is_dir()]
+
+
+@contextmanager
+def open_archive(
+    path: Path, limits: UploadLimits, label: str = "zip"
+) -> Iterator[tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]]:
+    """Open and check an archive; a damaged one is an InvalidUpload naming what to do."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except DAMAGED as exc:
+        raise InvalidUpload(
+            f"the {label} file is truncated or damaged ({exc}); upload it again"
+        ) from None
+    with archive:
+        yield archive, check_archive(archive, limits)
+
+
+def read_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudget) -> bytes:
+    """All bytes of one entry, counted against the budget while they are produced."""
+    parts: list[bytes] = []
+    try:
+        with archive.open(info) as handle:
+            while chunk := handle.read(CHUNK):
+                budget.spend(len(chunk))
+                parts.append(chunk)
+    except DAMAGED as exc:
+        raise InvalidUpload(
+            f"zip entry {info.filename!r} is damaged ({exc}); upload the archive again"
+        ) from None
+    return b"".join(parts)
+
+
+def gunzip(data: bytes, name: str, budget: ByteBudget) -> bytes:
+    """Decompress a .gz entry chunk by chunk, never past the budget (a gzip bomb stops early)."""
+    inflater = zlib.decompressobj(wbits=31)
+    parts: list[bytes] = []
+    try:
+        chunk = inflater.decompress(data, CHUNK)
+        while chunk:
+            budget.spend(len(chunk))
+            parts.append(chunk)
+            chunk = inflater.decompress(inflater.unconsumed_tail, CHUNK)
+    except zlib.error as exc:
+        raise InvalidUpload(f"{name!r} is not valid gzip data ({exc})") from None
+    if not inflater.eof:
+        raise InvalidUpload(f"{name!r} is a truncated gzip file")
+    return b"".join(parts)

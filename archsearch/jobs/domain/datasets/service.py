@@ -1,0 +1,169 @@
+"""Use cases of uploaded datasets; each owns its transaction, like `jobs.service`.
+
+An upload is received to a temporary file, identified by its content hash and options (an
+identical upload returns the stored dataset at once), read, validated, written to its final
+folder, and only then recorded. Whatever fails, the temporary file goes, and a dataset folder
+whose row did not commit is removed: a refused upload leaves no row and no file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain.datasets import repository
+from archsearch.jobs.domain.datasets.errors import DatasetInUse, UnknownUploadedDataset
+from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions, dataset_id_for
+from archsearch.jobs.domain.datasets.preview import preview_png
+from archsearch.jobs.domain.datasets.readers import read_upload
+from archsearch.jobs.domain.datasets.storage import DatasetStore, Received
+from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.datasets.validate import ValidDataset, validate
+from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.platform.store import StoredFile
+
+
+def dataset_store(settings: Settings) -> DatasetStore:
+    return DatasetStore(settings.resolved_artifact_root / "datasets")
+
+
+def build_dataset(
+    path: Path, filename: str, options: UploadOptions, limits: UploadLimits
+) -> ValidDataset:
+    """Read and validate an upload already on disk (no database, no store)."""
+    return validate(read_upload(path, filename, options, limits), options, limits)
+
+
+def upload_dataset(
+    session: Session,
+    settings: Settings,
+    source: BinaryIO,
+    filename: str,
+    options: UploadOptions,
+    team_id: uuid.UUID | None = None,
+) -> tuple[UploadedDataset, bool]:
+    """Store an upload; returns the dataset and whether it is new (False: seen before)."""
+    store = dataset_store(settings)
+    received = store.receive(source, settings.upload_max_bytes)
+    try:
+        dataset_id = dataset_id_for(received.sha256, options, team_id)
+        existing = repository.find_dataset(session, dataset_id)
+        if existing is not None:
+            return existing, False
+        valid = build_dataset(
+            received.path, filename, options, UploadLimits.from_settings(settings)
+        )
+        return _record(
+            session, store, dataset_id, valid, received, filename, options, team_id
+        ), True
+    finally:
+        received.path.unlink(missing_ok=True)
+
+
+def _record(
+    session: Session,
+    store: DatasetStore,
+    dataset_id: str,
+    valid: ValidDataset,
+    received: Received,
+    filename: str,
+    options: UploadOptions,
+    team_id: uuid.UUID | None,
+) -> UploadedDataset:
+    preview = (
+        preview_png(valid.x_train, valid.y_train, valid.class_names)
+        if valid.kind == "images"
+        else None
+    )
+    stored = store.save(dataset_id, valid.arrays(), preview)
+    try:
+        row = _row(dataset_id, valid, received, filename, options, stored)
+        row.team_id = team_id
+        repository.add_dataset(session, row)
+        session.commit()
+        return row
+    except IntegrityError:  # the same upload committed by a concurrent request: same files
+        session.rollback()
+        return repository.get_dataset(session, dataset_id)
+    except BaseException:
+        session.rollback()
+        store.delete(dataset_id)
+        raise
+
+
+def _row(
+    dataset_id: str,
+    valid: ValidDataset,
+    received: Received,
+    filename: str,
+    options: UploadOptions,
+    stored: StoredFile,
+) -> UploadedDataset:
+    mean, std = valid.channel_stats()
+    return UploadedDataset(
+        id=dataset_id,
+        name=(options.name or Path(filename).name or dataset_id)[:200],
+        format=valid.format,
+        kind=valid.kind,
+        upload_sha256=received.sha256,
+        upload_size=received.size,
+        options=options.identity(),
+        input_shape=list(valid.input_shape),
+        num_classes=valid.num_classes,
+        class_names=list(valid.class_names),
+        train_size=len(valid.y_train),
+        test_size=len(valid.y_test),
+        class_counts=valid.class_counts(),
+        mean=mean,
+        std=std,
+        split=valid.split,
+        stored_sha256=stored.sha256,
+        stored_size=stored.size,
+    )
+
+
+def delete_dataset(
+    session: Session, settings: Settings, dataset_id: str, team_id: uuid.UUID | None = None
+) -> None:
+    """Refused (409) while a queued or running job trains on it; files go after the commit."""
+    dataset = repository.get_dataset(session, dataset_id, lock="update", team_id=team_id)
+    users = repository.active_jobs_using(session, dataset_id)
+    if users:
+        listed = ", ".join(str(u) for u in users[:5])
+        raise DatasetInUse(
+            f"dataset {dataset_id} is used by {len(users)} queued or running job(s) ({listed}); "
+            "cancel them or wait for them to finish, then delete it"
+        )
+    repository.delete_dataset(session, dataset)
+    session.commit()
+    dataset_store(settings).delete(dataset_id)
+
+
+def input_shape_for_job(
+    session: Session, dataset_id: str, team_id: uuid.UUID | None = None
+) -> tuple[int, ...]:
+    """At submit time: the shape a model must accept. The row stays locked (shared) until the
+    job is committed, so a concurrent delete either waits and sees the job, or wins first."""
+    dataset = repository.find_dataset(session, dataset_id, lock="share", team_id=team_id)
+    if dataset is None:
+        raise UnknownUploadedDataset(
+            f"no uploaded dataset {dataset_id!r}; upload one with POST /v1/datasets or list them with GET /v1/datasets"
+        )
+    return tuple(dataset.input_shape)
+
+
+def arrays_for_job(
+    session: Session, settings: Settings, dataset_id: str
+) -> tuple[UploadedDataset, dict[str, np.ndarray]]:
+    """At run time: the row (statistics) and the stored arrays."""
+    dataset = repository.find_dataset(session, dataset_id)
+    if dataset is None:
+        raise UnknownUploadedDataset(
+            f"uploaded dataset {dataset_id!r} no longer exists; upload it again"
+        )
+    return dataset, dataset_store(settings).load(dataset_id)

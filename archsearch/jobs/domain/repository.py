@@ -1,0 +1,360 @@
+"""All SQL of the job domain. Callers own the transaction; nothing here commits."""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain.errors import InvalidCursor, InvalidTransition, NotFound
+from archsearch.jobs.domain.states import transition
+from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, Metric, as_utc, utcnow
+from archsearch.jobs.platform.store import StoredFile
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Who submitted a job and what it needs from a worker."""
+
+    actor: str = "local"
+    owner_id: uuid.UUID | None = None
+    team_id: uuid.UUID | None = None
+    priority: int = 0
+    device: str = "auto"
+    min_gpu_memory_gb: float | None = None
+
+
+def create_job(
+    session: Session,
+    method: str,
+    spec: dict[str, Any],
+    label: str | None,
+    placement: Placement = Placement(),
+) -> Job:
+    job = Job(
+        id=uuid.uuid4(),
+        method=method,
+        spec=spec,
+        label=label,
+        status=JobStatus.queued,
+        owner_id=placement.owner_id,
+        team_id=placement.team_id,
+        priority=placement.priority,
+        device=placement.device,
+        min_gpu_memory_gb=placement.min_gpu_memory_gb,
+    )
+    job.events.append(
+        JobEvent(
+            from_status=None,
+            to_status=JobStatus.queued.value,
+            reason="submitted",
+            actor=placement.actor,
+        )
+    )
+    session.add(job)
+    session.flush()
+    return job
+
+
+def get_job(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    for_update: bool = False,
+    team_id: uuid.UUID | None = None,
+) -> Job:
+    """The job; with `team_id`, a job of another team is reported missing, as if absent."""
+    # session.get: the primary-key fast path (no statement to build), then the team check.
+    job = session.get(Job, job_id, with_for_update=for_update or None)
+    if job is None or (team_id is not None and job.team_id != team_id):
+        raise NotFound(f"no job {job_id}")
+    return job
+
+
+def read_job_row(session: Session, job_id: uuid.UUID, team_id: uuid.UUID | None = None) -> Any:
+    """The job as a plain row (attribute access, no ORM object): the polling path's read."""
+    table = Job.__table__
+    query = select(table).where(table.c.id == job_id)
+    if team_id is not None:
+        query = query.where(table.c.team_id == team_id)
+    row = session.execute(query).first()
+    if row is None:
+        raise NotFound(f"no job {job_id}")
+    return row
+
+
+def encode_cursor(job: Job) -> str:
+    raw = json.dumps([job.created_at.isoformat(), job.id.hex]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, job_hex = json.loads(raw)
+        return datetime.fromisoformat(created), uuid.UUID(hex=job_hex)
+    except (ValueError, TypeError) as exc:
+        raise InvalidCursor("cursor is not one this server issued; start without it") from exc
+
+
+def list_jobs(
+    session: Session,
+    *,
+    statuses: Sequence[JobStatus] = (),
+    methods: Sequence[str] = (),
+    limit: int = 50,
+    cursor: str | None = None,
+    team_id: uuid.UUID | None = None,
+) -> tuple[list[Job], str | None]:
+    """Newest first; returns the page and the cursor of the next page (None at the end)."""
+    query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    if statuses:
+        query = query.where(Job.status.in_(statuses))
+    if methods:
+        query = query.where(Job.method.in_(methods))
+    if cursor:
+        created, job_id = decode_cursor(cursor)
+        query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created, job_id))
+    jobs = list(session.scalars(query))
+    next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
+    return jobs[:limit], next_cursor
+
+
+def request_cancel(
+    session: Session, job_id: uuid.UUID, actor: str = "local", team_id: uuid.UUID | None = None
+) -> Job:
+    """A queued job is cancelled at once; a running one is flagged and stops at its next step."""
+    job = get_job(session, job_id, for_update=True, team_id=team_id)
+    if job.status is JobStatus.queued:
+        transition(job, JobStatus.cancelled, "cancelled before it started", actor)
+    elif job.status is JobStatus.running:
+        job.cancel_requested = True
+        job.cancel_requested_by = actor
+    else:
+        raise InvalidTransition(f"job {job_id} already {job.status.value}; nothing to cancel")
+    return job
+
+
+class Claim(enum.Enum):
+    claimed = "claimed"
+    terminal = "terminal"  # already finished: the message is a late duplicate
+    held = "held"  # a live worker holds the lease
+    exhausted = "exhausted"  # too many attempts: the job was failed
+
+
+def claim_job(
+    session: Session,
+    job_id: uuid.UUID,
+    worker: str,
+    lease_seconds: float,
+    max_attempts: int,
+    *,
+    has_checkpoint: bool = False,
+) -> Claim:
+    """Take the job for `worker` under a row lock: running, attempt + 1, a fresh lease."""
+    job = get_job(session, job_id, for_update=True)
+    now = utcnow()
+    if job.status.terminal:
+        return Claim.terminal
+    if job.status is JobStatus.running and lease_alive(job, now):
+        return Claim.held
+    if job.cancel_requested:
+        transition(job, JobStatus.cancelled, "cancelled while its worker was lost", "system")
+        return Claim.terminal
+    if job.attempts >= max_attempts:
+        job.error = (
+            f"the job was started {job.attempts} times and its worker was lost each time "
+            "(killed, out of memory or restarted); it was not retried again. Check the "
+            "worker logs, reduce the batch size or model size, and resubmit."
+        )
+        transition(job, JobStatus.failed, "attempts exhausted", "system")
+        return Claim.exhausted
+    reason = (
+        "started" if job.attempts == 0 else f"attempt {job.attempts + 1} (previous run interrupted)"
+    )
+    if has_checkpoint:
+        reason += "; resuming from checkpoint"
+    transition(job, JobStatus.running, reason, worker)
+    job.attempts += 1
+    job.worker = worker
+    job.lease_expires_at = now + timedelta(seconds=lease_seconds)
+    return Claim.claimed
+
+
+def lease_alive(job: Job, now: datetime) -> bool:
+    return job.lease_expires_at is not None and as_utc(job.lease_expires_at) > now
+
+
+def renew_lease(session: Session, job_id: uuid.UUID, worker: str, lease_seconds: float) -> bool:
+    """Extend the lease if `worker` still holds the job; False means another attempt owns it."""
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.worker == worker, Job.status == JobStatus.running)
+        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def record_progress(
+    session: Session,
+    job_id: uuid.UUID,
+    step: int,
+    total: int,
+    latest: dict[str, float],
+) -> bool:
+    """Store progress; returns whether a cancel was requested."""
+    values: dict[str, Any] = {
+        "step": step,
+        "total_steps": total,
+        "progress": step / total if total else 0.0,
+        "updated_at": utcnow(),
+    }
+    if latest:
+        values["latest_metrics"] = latest
+    session.execute(update(Job).where(Job.id == job_id).values(**values))
+    return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+
+
+def _insert_for(session: Session) -> Any:
+    return postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+
+
+def record_metrics(
+    session: Session, job_id: uuid.UUID, rows: Iterable[tuple[int, str, float]]
+) -> None:
+    """Upsert metric values: a resumed job rewrites the steps it repeats instead of doubling them."""
+    # One flush may carry the same (step, name) twice; one INSERT ... ON CONFLICT cannot
+    # touch a row twice on PostgreSQL, so the last value of each pair is sent.
+    latest = {(s, n): v for s, n, v in rows}
+    values = [{"job_id": job_id, "step": s, "name": n, "value": v} for (s, n), v in latest.items()]
+    if not values:
+        return
+    statement = _insert_for(session)(Metric).values(values)
+    statement = statement.on_conflict_do_update(
+        index_elements=["job_id", "name", "step"], set_={"value": statement.excluded.value}
+    )
+    session.execute(statement)
+
+
+def upsert_artifact(
+    session: Session, job_id: uuid.UUID, name: str, media_type: str, stored: StoredFile
+) -> None:
+    values = {
+        "job_id": job_id,
+        "name": name,
+        "media_type": media_type,
+        "size": stored.size,
+        "sha256": stored.sha256,
+        "created_at": utcnow(),
+    }
+    statement = _insert_for(session)(Artifact).values(values)
+    statement = statement.on_conflict_do_update(
+        index_elements=["job_id", "name"],
+        set_={k: statement.excluded[k] for k in ("media_type", "size", "sha256", "created_at")},
+    )
+    session.execute(statement)
+
+
+def finish_job(
+    session: Session,
+    job_id: uuid.UUID,
+    status: JobStatus,
+    reason: str,
+    *,
+    error: str | None = None,
+    metrics: dict[str, float] | None = None,
+    actor: str | None = None,
+) -> Job:
+    """The one place a run's outcome is recorded."""
+    job = get_job(session, job_id, for_update=True)
+    if status is JobStatus.cancelled and job.cancel_requested_by:
+        reason, actor = (
+            f"cancelled by {job.cancel_requested_by} while running",
+            job.cancel_requested_by,
+        )
+    transition(job, status, reason, actor)
+    job.error = error
+    if metrics:
+        job.latest_metrics = metrics
+    return job
+
+
+def requeue_job(session: Session, job_id: uuid.UUID, reason: str, actor: str = "system") -> Job:
+    job = get_job(session, job_id, for_update=True)
+    transition(job, JobStatus.queued, reason, actor)
+    job.lease_expires_at = None
+    job.worker = None
+    return job
+
+
+def expired_running_jobs(session: Session) -> list[uuid.UUID]:
+    """Running jobs whose worker stopped renewing the lease."""
+    query = select(Job.id).where(Job.status == JobStatus.running, Job.lease_expires_at < utcnow())
+    return list(session.scalars(query))
+
+
+def list_artifacts(
+    session: Session, job_id: uuid.UUID, team_id: uuid.UUID | None = None
+) -> list[Artifact]:
+    get_job(session, job_id, team_id=team_id)
+    return list(
+        session.scalars(select(Artifact).where(Artifact.job_id == job_id).order_by(Artifact.name))
+    )
+
+
+def get_artifact(
+    session: Session, job_id: uuid.UUID, name: str, team_id: uuid.UUID | None = None
+) -> Artifact:
+    get_job(session, job_id, team_id=team_id)  # a missing (or foreign) job is reported as such
+    artifact = session.get(Artifact, (job_id, name))
+    if artifact is None:
+        raise NotFound(f"job {job_id} has no artifact {name!r}")
+    return artifact
+
+
+def list_events(
+    session: Session, job_id: uuid.UUID, team_id: uuid.UUID | None = None
+) -> list[JobEvent]:
+    get_job(session, job_id, team_id=team_id)
+    return list(
+        session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id))
+    )
+
+
+def metric_series(
+    session: Session, job_id: uuid.UUID, names: Sequence[str] = (), team_id: uuid.UUID | None = None
+) -> dict[str, list[tuple[int, float]]]:
+    get_job(session, job_id, team_id=team_id)
+    query = select(Metric.name, Metric.step, Metric.value).where(Metric.job_id == job_id)
+    if names:
+        query = query.where(Metric.name.in_(names))
+    series: dict[str, list[tuple[int, float]]] = {}
+    for name, step, value in session.execute(query.order_by(Metric.name, Metric.step)):
+        series.setdefault(name, []).append((step, value))
+    return series
+
+
+def job_ids_with_status(session: Session, status: JobStatus) -> list[uuid.UUID]:
+    """Ids in submission order (oldest first)."""
+    query = select(Job.id).where(Job.status == status).order_by(Job.created_at, Job.id)
+    return list(session.scalars(query))
+
+
+def devices_waiting_since(session: Session, seconds: float) -> set[str]:
+    """Devices asked for by jobs queued longer than `seconds`."""
+    cutoff = utcnow() - timedelta(seconds=seconds)
+    query = (
+        select(Job.device).where(Job.status == JobStatus.queued, Job.created_at < cutoff).distinct()
+    )
+    return set(session.scalars(query))

@@ -1,0 +1,87 @@
+"""Use cases the API calls: each one owns its transaction and what follows the commit."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session
+
+from archsearch.core.spec import JobBase
+from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.accounts.service import Forbidden, Principal
+from archsearch.jobs.domain.errors import JobsError
+from archsearch.jobs.domain.repository import Placement
+from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.validation import validate_submission
+from archsearch.jobs.platform.broker import Enqueuer
+from archsearch.jobs.platform.settings import Settings
+
+PRIORITIES = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
+ADMIN_ONLY_PRIORITY = PRIORITIES["urgent"]
+
+
+class QueueUnavailable(JobsError):
+    """The broker could not be reached; the job was stored as failed, not lost silently."""
+
+
+def placement_for(spec: JobBase, principal: Principal, priority: str) -> Placement:
+    level = PRIORITIES[priority]
+    if level >= ADMIN_ONLY_PRIORITY and not principal.is_admin:
+        raise Forbidden(f"priority {priority!r} is for admins; use low, normal or high")
+    resources = spec.resources
+    return Placement(
+        actor=principal.name,
+        owner_id=principal.user_id,
+        team_id=principal.team_id,
+        priority=level,
+        device=resources.device,
+        min_gpu_memory_gb=resources.min_gpu_memory_gb,
+    )
+
+
+def submit_job(
+    session: Session,
+    settings: Settings,
+    enqueuer: Enqueuer,
+    spec: JobBase,
+    principal: Principal,
+    priority: str = "normal",
+) -> Job:
+    """Validate, store as `queued`, commit, and only then wake a worker."""
+    principal.require("submit")
+    placement = placement_for(spec, principal, priority)
+    validate_submission(session, spec, settings, principal.team_filter)
+    job = repository.create_job(
+        session, spec.method, spec.model_dump(mode="json"), spec.label, placement
+    )
+    session.commit()
+    try:
+        enqueuer.enqueue(job.id, job.device)
+    except Exception as exc:
+        repository.finish_job(
+            session,
+            job.id,
+            JobStatus.failed,
+            "queue unreachable",
+            actor="system",
+            error=f"the job queue could not be reached ({exc}); resubmit when /readyz is ok",
+        )
+        session.commit()
+        raise QueueUnavailable(f"job {job.id} was not queued: the broker is unreachable") from exc
+    return job
+
+
+def cancel_job(session: Session, job_id: uuid.UUID, principal: Principal) -> Job:
+    principal.require("submit")
+    job = repository.request_cancel(session, job_id, principal.name, principal.team_filter)
+    session.commit()
+    return job
+
+
+def set_priority(session: Session, job_id: uuid.UUID, priority: str, principal: Principal) -> Job:
+    """Admins may reorder any queued job."""
+    principal.require("admin")
+    job = repository.get_job(session, job_id, for_update=True)
+    job.priority = PRIORITIES[priority]
+    session.commit()
+    return job

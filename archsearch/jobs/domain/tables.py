@@ -1,0 +1,199 @@
+"""SQLAlchemy 2 models of the job domain. Alembic's `migrations/` targets this metadata.
+
+A naming convention on the metadata keeps constraint names stable across migrations.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    Uuid,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes; everything stored is UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class JobStatus(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+
+# BigInteger ids autoincrement on PostgreSQL; SQLite only autoincrements INTEGER keys.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+Timestamp = DateTime(timezone=True)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    method: Mapped[str] = mapped_column(String(32))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[JobStatus] = mapped_column(
+        Enum(
+            JobStatus,
+            native_enum=False,
+            length=16,
+            create_constraint=True,
+            name="job_status",
+            values_callable=lambda statuses: [s.value for s in statuses],
+        ),
+        default=JobStatus.queued,
+    )
+    label: Mapped[str | None] = mapped_column(String(200))
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    total_steps: Mapped[int] = mapped_column(Integer, default=0)
+    latest_metrics: Mapped[dict[str, float]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    cancel_requested_by: Mapped[str | None] = mapped_column(String(200))
+    worker: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
+    # Team mode: who owns the job, and what the scheduler needs to place it.
+    owner_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
+    team_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("teams.id", ondelete="SET NULL"), index=True
+    )
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    device: Mapped[str] = mapped_column(
+        String(8), default="auto", server_default="auto"
+    )  # cpu|cuda|auto
+    min_gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
+
+    events: Mapped[list[JobEvent]] = relationship(
+        back_populates="job", order_by="JobEvent.id", cascade="all, delete-orphan"
+    )
+
+    __table_args__ = (
+        # Newest-first listing and its cursor walk this index, with or without a filter.
+        Index("ix_jobs_created_at_id", "created_at", "id"),
+        Index("ix_jobs_status_created_at", "status", "created_at"),
+        # The scheduler walks queued jobs in this order; a partial index keeps a claim
+        # independent of how many jobs wait (or ever ran).
+        Index(
+            "ix_jobs_queue",
+            priority.desc(),
+            created_at,
+            id,
+            postgresql_where=text("status = 'queued'"),
+            sqlite_where=text("status = 'queued'"),
+        ),
+    )
+
+
+class JobEvent(Base):
+    """Every status transition of a job, with time and reason."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str | None] = mapped_column(String(200))  # user, worker or "system"
+    at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+    job: Mapped[Job] = relationship(back_populates="events")
+
+
+class Metric(Base):
+    """One value of one metric at one step. A resumed job overwrites the steps it redoes."""
+
+    __tablename__ = "metrics"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class Artifact(Base):
+    """A stored result file of a job. The bytes live in the artifact store."""
+
+    __tablename__ = "artifacts"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    media_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class WorkerRecord(Base):
+    """A worker process and the device it offers; it heartbeats while alive."""
+
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    device: Mapped[str] = mapped_column(String(8))  # cpu | cuda
+    device_index: Mapped[int | None] = mapped_column(Integer)
+    device_name: Mapped[str | None] = mapped_column(String(200))
+    gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
+    current_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    started_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+from archsearch.jobs.domain.accounts import tables as _account_tables  # noqa: E402,F401
+from archsearch.jobs.domain.datasets import tables as _dataset_tables  # noqa: E402,F401

@@ -1,0 +1,34 @@
+"""What a process needs to serve or run jobs, built once at the edge from Settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.orm import Session, sessionmaker
+
+from archsearch.jobs.platform.db import make_async_reader, make_engine, make_session_factory
+from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.platform.store import ArtifactStore
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    store: ArtifactStore
+    async_reader: AsyncEngine
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Runtime:
+        settings.prepare_directories()
+        engine = make_engine(settings.resolved_database_url)
+        return cls(
+            settings,
+            engine,
+            make_session_factory(engine),
+            ArtifactStore(settings.resolved_artifact_root),
+            make_async_reader(settings.resolved_database_url),
+        )

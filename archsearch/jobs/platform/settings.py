@@ -1,0 +1,99 @@
+"""One pydantic-settings object per process, built at the edge (`ARCHSEARCH_` prefix).
+
+With no configuration at all the service runs embedded: a SQLite file and an artifact
+directory under the per-user data home, and jobs run in a local runner.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_home() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "archsearch"
+
+
+class Settings(BaseSettings):
+    # An empty variable means "unset", so `ARCHSEARCH_ARTIFACT_ROOT=` never means the cwd.
+    model_config = SettingsConfigDict(
+        env_prefix="ARCHSEARCH_", env_file=None, extra="ignore", env_ignore_empty=True
+    )
+
+    home: Path = Field(default_factory=default_data_home, description="embedded-mode data home")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: a SQLite file under `home`"
+    )
+    broker_url: str | None = Field(
+        default=None, description="Redis URL of the Celery broker; unset: jobs run in-process"
+    )
+    artifact_root: Path | None = Field(default=None, description="default: `home`/artifacts")
+    data_dir: Path | None = Field(
+        default=None, description="folder holding mnist/ and fashion-mnist/ IDX files"
+    )
+    max_attempts: int = Field(default=3, ge=1, description="runs of a job before it fails")
+    lease_seconds: float = Field(
+        default=60.0, gt=0, description="a silent worker loses its job after this"
+    )
+    visibility_timeout: int = Field(
+        default=7 * 24 * 3600, description="broker redelivery timeout, above the longest job"
+    )
+    queue_name: str = "archsearch"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    local_runner_threads: int = Field(default=1, ge=1)
+    # Team mode (issue 6).
+    auth: Literal["auto", "token", "none"] = Field(
+        default="auto",
+        description="auto: tokens required in team mode (a broker is set), not embedded",
+    )
+    max_running_per_user: int | None = Field(default=None, ge=1, description="default user quota")
+    max_running_per_team: int | None = Field(default=None, ge=1, description="default team quota")
+    worker_device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="what a worker process offers; auto: CUDA when present"
+    )
+    # Dataset uploads (issue 7): every limit is answered with 413 naming it.
+    upload_max_bytes: int = Field(default=256 << 20, ge=1, description="size of one uploaded file")
+    upload_max_uncompressed_bytes: int = Field(
+        default=1 << 30, ge=1, description="total decompressed size of a zip or .npz upload"
+    )
+    upload_max_entries: int = Field(default=100_000, ge=1, description="files in a zip upload")
+    upload_max_image_pixels: int = Field(
+        default=4096 * 4096, ge=1, description="pixels of one image"
+    )
+    dataset_min_class_samples: int = Field(
+        default=5, ge=1, description="training samples every class of an upload needs"
+    )
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker_url is None
+
+    @property
+    def tokens_required(self) -> bool:
+        return self.auth == "token" or (self.auth == "auto" and not self.embedded)
+
+    @cached_property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'archsearch.db'}"
+
+    @cached_property
+    def resolved_artifact_root(self) -> Path:
+        return self.artifact_root or self.home / "artifacts"
+
+    @cached_property
+    def data_dirs(self) -> tuple[Path, ...]:
+        return (self.data_dir,) if self.data_dir else (self.home / "datasets",)
+
+    def prepare_directories(self) -> None:
+        self.resolved_artifact_root.mkdir(parents=True, exist_ok=True)
+        if self.resolved_database_url.startswith("sqlite:///"):
+            Path(self.resolved_database_url.removeprefix("sqlite:///")).parent.mkdir(
+                parents=True, exist_ok=True
+            )

@@ -1,0 +1,96 @@
+"""A RunContext backed by the database and the artifact store: how a running job talks out.
+
+Progress and metrics are buffered and written at most every `flush_seconds` in one short
+transaction, which also reads the job's cancel flag, so reporting every step costs a few
+writes per second, not one per step. The lease is renewed by a separate heartbeat.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import torch
+
+from archsearch.core.context import checkpoint_from_bytes, checkpoint_to_bytes
+from archsearch.core.errors import ArtifactNotFoundError
+from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.errors import NotFound
+from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.services import Runtime
+
+
+class DbRunContext:
+    def __init__(
+        self,
+        runtime: Runtime,
+        job_id: uuid.UUID,
+        device: torch.device,
+        lease_lost: threading.Event,
+        flush_seconds: float = 0.5,
+    ) -> None:
+        self.lease_lost = lease_lost
+        self.runtime = runtime
+        self.job_uuid = job_id
+        self.job_id = str(job_id)
+        self.device = device
+        self.flush_seconds = flush_seconds
+        self._pending: list[tuple[int, str, float]] = []
+        self._latest: dict[str, float] = {}
+        self._step, self._total = 0, 0
+        self._last_flush = 0.0
+        self._cancel_requested = False
+
+    def report(self, step: int, total: int, **metrics: float) -> None:
+        self._step, self._total = step, total
+        for name, value in metrics.items():
+            self._pending.append((step, name, float(value)))
+            self._latest[name] = float(value)
+        if time.monotonic() - self._last_flush >= self.flush_seconds or step >= total:
+            self.flush()
+
+    def flush(self) -> None:
+        with transaction(self.runtime.sessions) as session:
+            repository.record_metrics(session, self.job_uuid, self._pending)
+            self._cancel_requested = repository.record_progress(
+                session, self.job_uuid, self._step, self._total, dict(self._latest)
+            )
+        self._pending = []
+        self._last_flush = time.monotonic()
+
+    def should_stop(self) -> bool:
+        if self.lease_lost.is_set():
+            return True  # another attempt owns the job now; stop without recording anything
+        if time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush()
+        return self._cancel_requested
+
+    def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
+        stored = self.runtime.store.write_artifact(self.job_uuid, name, data)
+        with transaction(self.runtime.sessions) as session:
+            repository.upsert_artifact(session, self.job_uuid, name, media_type, stored)
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        self.runtime.store.write_checkpoint(self.job_uuid, checkpoint_to_bytes(state))
+        self.flush()  # metrics up to the checkpoint are durable with it
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        data = self.runtime.store.read_checkpoint(self.job_uuid)
+        return None if data is None else checkpoint_from_bytes(data)
+
+    def read_job_artifact(self, job_id: str, name: str) -> bytes:
+        try:
+            other = uuid.UUID(job_id)
+            with transaction(self.runtime.sessions) as session:
+                job = repository.get_job(session, other)
+                if job.status is not JobStatus.succeeded:
+                    raise ArtifactNotFoundError(
+                        f"job {job_id} is {job.status.value}, not succeeded"
+                    )
+                repository.get_artifact(session, other, name)
+        except (ValueError, NotFound) as exc:
+            raise ArtifactNotFoundError(f"job {job_id} has no artifact {name!r}") from exc
+        return self.runtime.store.read_artifact(other, name)

@@ -1,0 +1,53 @@
+"""Keeps a running job's lease alive from a background thread.
+
+Training code can go a long time between reports (an evaluation, a growth step's SVD), so
+the lease is renewed on a clock, not on progress. If the renewal finds that another attempt
+took the job over, `lost` is set and the run stops without recording an outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from types import TracebackType
+
+from archsearch.jobs.domain import repository
+from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.services import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    def __init__(self, runtime: Runtime, job_id: uuid.UUID, worker: str) -> None:
+        self.runtime, self.job_id, self.worker = runtime, job_id, worker
+        self.interval = runtime.settings.lease_seconds / 3
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"heartbeat-{job_id.hex[:8]}", daemon=True
+        )
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with transaction(self.runtime.sessions) as session:
+                    held = repository.renew_lease(
+                        session, self.job_id, self.worker, self.runtime.settings.lease_seconds
+                    )
+            except Exception:  # the database may be briefly away; the next beat tries again
+                log.warning("lease renewal of job %s failed", self.job_id, exc_info=True)
+                continue
+            if not held:
+                log.warning("job %s: lease lost to another attempt; stopping", self.job_id)
+                self.lost.set()
+                return

@@ -1,0 +1,51 @@
+"""Returns to the queue the running jobs whose worker stopped renewing its lease.
+
+Any live worker (and the embedded runner) calls `reap_expired` periodically; the next
+attempt resumes from the job's last checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.errors import InvalidTransition
+from archsearch.jobs.domain.tables import JobStatus, utcnow
+from archsearch.jobs.platform.broker import Enqueuer
+from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.services import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def reap_expired(runtime: Runtime, enqueuer: Enqueuer) -> list[uuid.UUID]:
+    requeued = []
+    with transaction(runtime.sessions) as session:
+        candidates = repository.expired_running_jobs(session)
+    for job_id in candidates:
+        with transaction(runtime.sessions) as session:
+            job = repository.get_job(session, job_id, for_update=True)
+            # Re-check under the lock: the worker may have renewed since the scan.
+            if job.status is not JobStatus.running or repository.lease_alive(job, utcnow()):
+                continue
+            try:
+                repository.requeue_job(session, job_id, f"lease expired (worker {job.worker} lost)")
+            except InvalidTransition:
+                continue
+        enqueuer.enqueue(job_id, job.device)
+        requeued.append(job_id)
+        log.warning("requeued job %s after its worker was lost", job_id)
+    return requeued
+
+
+def wake_for_waiting_jobs(
+    runtime: Runtime, enqueuer: Enqueuer, older_than_seconds: float
+) -> set[str]:
+    """Send a wake-up for each device whose queued jobs have waited long: their first message
+    may have reached a worker that could not take them then (quota, device)."""
+    with transaction(runtime.sessions) as session:
+        devices = repository.devices_waiting_since(session, older_than_seconds)
+    for device in devices:
+        enqueuer.enqueue(uuid.uuid4(), device)
+    return devices

@@ -1,0 +1,78 @@
+"""Embedded mode's queue: worker threads in the server process, same executor as Celery.
+
+A submitted job only wakes a thread; the thread then asks the scheduler for the next job,
+exactly as a Celery worker does. On start it recovers what a previous process left: running
+jobs (that process died) go back to the queue and resume from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.scheduler import Offer
+from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.services import Runtime
+
+log = logging.getLogger(__name__)
+EMBEDDED_OFFER = Offer("any")  # one machine: the job itself finds CUDA or falls back to CPU
+
+
+class LocalRunner:
+    def __init__(self, runtime: Runtime, threads: int = 1, retry_seconds: float = 5.0) -> None:
+        self.runtime = runtime
+        self.retry_seconds = retry_seconds
+        self._wake = threading.Semaphore(0)
+        self._stopping = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"archsearch-runner-{i}", daemon=True)
+            for i in range(threads)
+        ]
+
+    def start(self) -> None:
+        self._recover()
+        for thread in self._threads:
+            thread.start()
+            self._wake.release()  # look at the queue once at start
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping = True
+        for _ in self._threads:
+            self._wake.release()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def enqueue(self, job_id: uuid.UUID, device: str = "auto") -> None:
+        self._wake.release()
+
+    def ping(self) -> bool:
+        return all(thread.is_alive() for thread in self._threads)
+
+    def _recover(self) -> None:
+        with transaction(self.runtime.sessions) as session:
+            for job_id in repository.job_ids_with_status(session, JobStatus.running):
+                repository.requeue_job(session, job_id, "server restarted while the job ran")
+
+    def _work(self) -> None:
+        from archsearch.jobs.runtime.executor import (  # torch loads with the first job
+            TransientFailure,
+            execute_next,
+        )
+
+        while True:
+            self._wake.acquire()
+            if self._stopping:
+                return
+            try:
+                while not self._stopping and execute_next(self.runtime, EMBEDDED_OFFER) is not None:
+                    pass  # drain: run jobs until none is eligible
+            except TransientFailure:
+                log.warning(
+                    "transient error; looking at the queue again in %ss", self.retry_seconds
+                )
+                threading.Timer(self.retry_seconds, self._wake.release).start()
+            except Exception:  # never let one job kill the runner thread
+                log.exception("runner failed")

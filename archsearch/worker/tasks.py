@@ -1,0 +1,44 @@
+"""The one task: a wake-up. PostgreSQL decides which job this worker runs next.
+
+Thin by design: the `jobs` executor claims and runs jobs until none is eligible for this
+worker's device, so a freed quota or a finished job immediately lets the next one start.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+from celery import Task
+
+from archsearch.jobs.platform.celery_config import RUN_JOB_TASK
+from archsearch.jobs.platform.services import Runtime
+from archsearch.worker.app import app, settings
+
+log = logging.getLogger(__name__)
+MAX_TRANSIENT_RETRIES = 5
+
+
+@cache
+def runtime() -> Runtime:
+    # One engine per pool process, created after fork.
+    return Runtime.from_settings(settings)
+
+
+@app.task(name=RUN_JOB_TASK, bind=True, max_retries=MAX_TRANSIENT_RETRIES)
+def run_job(self: Task, job_id: str) -> int:
+    """Run eligible jobs (the submitted `job_id` among them, if it is next); return how many."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    from archsearch.jobs.runtime.executor import TransientFailure, execute_next
+    from archsearch.worker.device import offer
+
+    ran = 0
+    try:
+        while execute_next(runtime(), offer()) is not None:
+            ran += 1
+    except (TransientFailure, OperationalError, InterfaceError) as exc:
+        countdown = settings.lease_seconds + 1 + 2**self.request.retries
+        log.warning("transient failure (%s) after job %s; retry in %.0fs", exc, job_id, countdown)
+        raise self.retry(exc=exc, countdown=countdown) from exc
+    return ran
