@@ -13,15 +13,15 @@ from archsearch.api.limits import JsonBodyLimit
 from archsearch.api.routes import artifacts, datasets, health, jobs, queue
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 
 
-def create_app(runtime: Runtime, enqueuer: Enqueuer) -> FastAPI:
+def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     """Build the app; it refuses to start against a database that is behind the code."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        ensure_schema_current(runtime.engine)
+        ensure_schema_current(services.engine)
         yield
 
     app = FastAPI(
@@ -30,7 +30,7 @@ def create_app(runtime: Runtime, enqueuer: Enqueuer) -> FastAPI:
         summary="Search, prune and grow neural architectures as jobs.",
         lifespan=lifespan,
     )
-    app.state.runtime = runtime
+    app.state.services = services
     app.state.enqueuer = enqueuer
     app.state.token_cache = TokenCache()
     install_error_handlers(app)

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import RuntimeDep
+from archsearch.api.deps import ServicesDep
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.accounts.tokens import token_digest
 
@@ -37,14 +37,14 @@ class TokenCache:
         self._entries[token_digest(header)] = (principal, time.monotonic() + TOKEN_CACHE_SECONDS)
 
 
-async def current_principal(request: Request, runtime: RuntimeDep) -> Principal:
-    if not runtime.settings.tokens_required:
+async def current_principal(request: Request, services: ServicesDep) -> Principal:
+    if not services.settings.tokens_required:
         return LOCAL_USER
     header = request.headers.get("authorization") or ""
     cache: TokenCache = request.app.state.token_cache
     if (principal := cache.get(header)) is not None:
         return principal
-    async with runtime.async_reader.connect() as connection:
+    async with services.async_reader.connect() as connection:
         principal = await connection.run_sync(lambda conn: authenticate(Session(bind=conn), header))
     cache.put(header, principal)
     return principal

@@ -16,10 +16,10 @@ console = Console()
 
 def _transaction():  # type: ignore[no-untyped-def]
     from archsearch.jobs.platform.db import transaction
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
     from archsearch.jobs.platform.settings import Settings
 
-    return transaction(Runtime.from_settings(Settings()).sessions)
+    return transaction(Services.from_settings(Settings()).sessions)
 
 
 def _run(action):  # type: ignore[no-untyped-def]

@@ -34,16 +34,16 @@ def upgrade_database() -> str | None:
 
 def database_revisions() -> tuple[str | None, str | None]:
     from archsearch.jobs.platform.migrate import current_revision, head_revision
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
 
-    return current_revision(Runtime.from_settings(Settings()).engine), head_revision()
+    return current_revision(Services.from_settings(Settings()).engine), head_revision()
 
 
-def _check_schema_or_exit(runtime: object) -> None:
+def _check_schema_or_exit(services: object) -> None:
     from archsearch.jobs.platform.migrate import ensure_schema_current
 
     try:
-        ensure_schema_current(runtime.engine)  # type: ignore[attr-defined]
+        ensure_schema_current(services.engine)  # type: ignore[attr-defined]
     except SchemaBehind as exc:
         console.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
@@ -55,7 +55,7 @@ def serve_embedded(host: str | None, port: int | None) -> None:
 
     from archsearch.api.app import create_app
     from archsearch.jobs.platform.migrate import upgrade
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
     from archsearch.jobs.runtime.runner import LocalRunner
 
     logging.basicConfig(
@@ -69,18 +69,21 @@ def serve_embedded(host: str | None, port: int | None) -> None:
             "`archsearch admin` to serve a network"
         )
         sys.exit(2)
-    runtime = Runtime.from_settings(settings)
+    services = Services.from_settings(settings)
     if settings.resolved_database_url.startswith("sqlite"):
         upgrade(settings.resolved_database_url)  # one user, one file: keep it current
-    _check_schema_or_exit(runtime)
-    runner = LocalRunner(runtime, threads=settings.local_runner_threads)
+    _check_schema_or_exit(services)
+    runner = LocalRunner(services, threads=settings.local_runner_threads)
     runner.start()
     console.print(
         f"archsearch (embedded) at http://{settings.host}:{settings.port}  data: {settings.home}"
     )
     try:
         uvicorn.run(
-            create_app(runtime, runner), host=settings.host, port=settings.port, log_level="warning"
+            create_app(services, runner),
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
         )
     finally:
         runner.stop()
@@ -91,7 +94,7 @@ def serve_team_api(host: str | None, port: int | None) -> None:
 
     from archsearch.api.app import create_app
     from archsearch.jobs.platform.broker import CeleryEnqueuer
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
 
     settings = _settings(host, port)
     if settings.broker_url is None or settings.database_url is None:
@@ -100,10 +103,10 @@ def serve_team_api(host: str | None, port: int | None) -> None:
             "ARCHSEARCH_BROKER_URL; for one machine use `archsearch serve`"
         )
         sys.exit(2)
-    runtime = Runtime.from_settings(settings)
-    _check_schema_or_exit(runtime)
+    services = Services.from_settings(settings)
+    _check_schema_or_exit(services)
     uvicorn.run(
-        create_app(runtime, CeleryEnqueuer(settings)),
+        create_app(services, CeleryEnqueuer(settings)),
         host=settings.host,
         port=settings.port,
         log_level="warning",
@@ -127,7 +130,7 @@ def visible_gpus() -> list[str]:
 
 def run_worker(device: str, extra: list[str]) -> None:
     """One worker process per device: each GPU gets its own process pinned to it."""
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
 
     settings = Settings()
     if settings.broker_url is None:
@@ -136,7 +139,7 @@ def run_worker(device: str, extra: list[str]) -> None:
             "(and ARCHSEARCH_DATABASE_URL); `archsearch serve` runs jobs itself"
         )
         sys.exit(2)
-    _check_schema_or_exit(Runtime.from_settings(settings))
+    _check_schema_or_exit(Services.from_settings(settings))
     gpus = visible_gpus() if device in ("auto", "cuda") else []
     if device == "cuda" and not gpus:
         console.print("[red]error:[/red] --device cuda but this machine shows no GPU (nvidia-smi)")

@@ -1,1 +1,2 @@
-"""The wire format: pydantic models of every request and response, shared by the API and the typed client. Needs only pydantic."""
+"""The wire format: pydantic models of every request and response, one module per
+resource, shared by the API and the typed client. Needs only pydantic."""

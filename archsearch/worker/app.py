@@ -23,13 +23,13 @@ app.conf.update(celery_config(settings))
 @signals.worker_init.connect
 def _refuse_stale_schema(**_: object) -> None:
     from archsearch.jobs.platform.migrate import ensure_schema_current
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
 
-    runtime = Runtime.from_settings(settings)
+    services = Services.from_settings(settings)
     try:
-        ensure_schema_current(runtime.engine)
+        ensure_schema_current(services.engine)
     finally:
-        runtime.engine.dispose()
+        services.engine.dispose()
 
 
 @signals.worker_process_init.connect
@@ -55,15 +55,15 @@ def _start_reaper(**_: object) -> None:
 
 def _reap_forever() -> None:
     from archsearch.jobs.platform.broker import CeleryEnqueuer
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
     from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
 
-    runtime, enqueuer = Runtime.from_settings(settings), CeleryEnqueuer(settings)
+    services, enqueuer = Services.from_settings(settings), CeleryEnqueuer(settings)
     interval = max(0.5, settings.lease_seconds / 3)
     stop = threading.Event()
     while not stop.wait(interval):
         try:
-            reap_expired(runtime, enqueuer)
-            wake_for_waiting_jobs(runtime, enqueuer, older_than_seconds=2 * interval)
+            reap_expired(services, enqueuer)
+            wake_for_waiting_jobs(services, enqueuer, older_than_seconds=2 * interval)
         except Exception:  # keep reaping through transient database trouble
             log.exception("reaper pass failed")

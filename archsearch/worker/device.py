@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 from functools import cache
@@ -11,7 +10,8 @@ from functools import cache
 from archsearch.jobs.domain import workers
 from archsearch.jobs.domain.scheduler import Offer
 from archsearch.jobs.platform.db import transaction
-from archsearch.jobs.runtime.executor import local_offer, worker_name
+from archsearch.jobs.runtime.device import device_details, local_offer
+from archsearch.jobs.runtime.executor import worker_name
 from archsearch.worker.app import settings
 
 log = logging.getLogger(__name__)
@@ -22,26 +22,17 @@ def offer() -> Offer:
     return local_offer(settings)
 
 
-def _device_details() -> tuple[int | None, str | None]:
-    if offer().device != "cuda":
-        return None, "cpu"
-    import torch
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-    return int(visible) if visible.isdigit() else 0, torch.cuda.get_device_name(0)
-
-
 def start_registration() -> None:
     """Heartbeat this process's row in `workers` until it exits."""
-    from archsearch.worker.tasks import runtime
+    from archsearch.worker.tasks import services
 
-    index, name = _device_details()
+    index, name = device_details(offer())
     interval = max(0.5, settings.lease_seconds / 3)
 
     def beat() -> None:
         while True:
             try:
-                with transaction(runtime().sessions) as session:
+                with transaction(services().sessions) as session:
                     workers.heartbeat(
                         session, worker_name(), socket.gethostname(), offer(), index, name
                     )
@@ -53,7 +44,7 @@ def start_registration() -> None:
 
 
 def unregister() -> None:
-    from archsearch.worker.tasks import runtime
+    from archsearch.worker.tasks import services
 
-    with transaction(runtime().sessions) as session:
+    with transaction(services().sessions) as session:
         workers.unregister(session, worker_name())

@@ -12,7 +12,7 @@ from functools import cache
 from celery import Task
 
 from archsearch.jobs.platform.celery_config import RUN_JOB_TASK
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 from archsearch.worker.app import app, settings
 
 log = logging.getLogger(__name__)
@@ -20,9 +20,9 @@ MAX_TRANSIENT_RETRIES = 5
 
 
 @cache
-def runtime() -> Runtime:
+def services() -> Services:
     # One engine per pool process, created after fork.
-    return Runtime.from_settings(settings)
+    return Services.from_settings(settings)
 
 
 @app.task(name=RUN_JOB_TASK, bind=True, max_retries=MAX_TRANSIENT_RETRIES)
@@ -35,7 +35,7 @@ def run_job(self: Task, job_id: str) -> int:
 
     ran = 0
     try:
-        while execute_next(runtime(), offer()) is not None:
+        while execute_next(services(), offer()) is not None:
             ran += 1
     except (TransientFailure, OperationalError, InterfaceError) as exc:
         countdown = settings.lease_seconds + 1 + 2**self.request.retries

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from archsearch.api.app import create_app
 from archsearch.jobs.domain.datasets.service import dataset_store
 from archsearch.jobs.platform.migrate import upgrade
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
 from tests.conftest import SHARED_DATASETS
@@ -21,7 +21,7 @@ from tests.jobs.test_datasets_readers import blobs, csv_bytes, npz_bytes
 
 
 @pytest.fixture()
-def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Runtime]]:
+def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Services]]:
     # Everything explicit, so no ARCHSEARCH_* variable of the environment turns this into a team setup.
     settings = Settings(
         home=tmp_path,
@@ -32,13 +32,13 @@ def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Runtime]
         upload_max_bytes=200_000,
     )
     upgrade(settings.resolved_database_url)
-    runtime = Runtime.from_settings(settings)
-    runner = LocalRunner(runtime)  # started by the test, so a job can be held in `queued`
-    with TestClient(create_app(runtime, runner)) as client:
-        yield client, runner, runtime
+    services = Services.from_settings(settings)
+    runner = LocalRunner(services)  # started by the test, so a job can be held in `queued`
+    with TestClient(create_app(services, runner)) as client:
+        yield client, runner, services
     if runner.ping():  # started by the test
         runner.stop()
-    runtime.engine.dispose()
+    services.engine.dispose()
 
 
 def wait_job(client: TestClient, job_id: str, timeout: float = 120) -> dict:
@@ -54,7 +54,7 @@ def wait_job(client: TestClient, job_id: str, timeout: float = 120) -> dict:
 
 
 def test_upload_train_and_delete_on_sqlite(
-    embedded: tuple[TestClient, LocalRunner, Runtime],
+    embedded: tuple[TestClient, LocalRunner, Services],
 ) -> None:
     client, runner, _ = embedded
     x, y = blobs(classes=3, per_class=30, shape=(6,))
@@ -99,9 +99,9 @@ def test_upload_train_and_delete_on_sqlite(
 
 
 def test_upload_limits_and_fields_over_http(
-    embedded: tuple[TestClient, LocalRunner, Runtime],
+    embedded: tuple[TestClient, LocalRunner, Services],
 ) -> None:
-    client, _, runtime = embedded
+    client, _, services = embedded
     x, y = blobs(classes=2, per_class=4000, shape=(8,))
     big = npz_bytes(x=x, y=y)
     assert len(big) > 200_000 + (
@@ -125,5 +125,5 @@ def test_upload_limits_and_fields_over_http(
         {"field": "file", "message": wrong.json()["detail"][0]["message"]}
     ]
     assert "x has 3 dimensions" in wrong.json()["detail"][0]["message"]
-    root = dataset_store(runtime.settings).root
+    root = dataset_store(services.settings).root
     assert [p for p in root.rglob("*") if p.is_file()] == []

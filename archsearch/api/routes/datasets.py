@@ -35,7 +35,7 @@ class UploadLimitRoute(APIRoute):
 
         async def guarded(request: Request) -> Response:
             length = request.headers.get("content-length", "")
-            limit = request.app.state.runtime.settings.upload_max_bytes
+            limit = request.app.state.services.settings.upload_max_bytes
             if (
                 request.method == "POST"
                 and length.isdigit()

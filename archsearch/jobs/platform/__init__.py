@@ -1,1 +1,2 @@
-"""The platform: settings, database sessions, artifact stores, broker configuration and migrations. Knows nothing of jobs."""
+"""The platform: settings, database sessions, artifact stores, broker configuration and
+migrations. It knows nothing of jobs."""

@@ -14,7 +14,7 @@ from archsearch.jobs.platform.store import ArtifactStore
 
 
 @dataclass
-class Runtime:
+class Services:
     settings: Settings
     engine: Engine
     sessions: sessionmaker[Session]
@@ -22,7 +22,7 @@ class Runtime:
     async_reader: AsyncEngine
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Runtime:
+    def from_settings(cls, settings: Settings) -> Services:
         settings.prepare_directories()
         engine = make_engine(settings.resolved_database_url)
         return cls(

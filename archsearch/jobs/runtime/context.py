@@ -20,20 +20,20 @@ from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 
 
 class DbRunContext:
     def __init__(
         self,
-        runtime: Runtime,
+        services: Services,
         job_id: uuid.UUID,
         device: torch.device,
         lease_lost: threading.Event,
         flush_seconds: float = 0.5,
     ) -> None:
         self.lease_lost = lease_lost
-        self.runtime = runtime
+        self.services = services
         self.job_uuid = job_id
         self.job_id = str(job_id)
         self.device = device
@@ -53,7 +53,7 @@ class DbRunContext:
             self.flush()
 
     def flush(self) -> None:
-        with transaction(self.runtime.sessions) as session:
+        with transaction(self.services.sessions) as session:
             repository.record_metrics(session, self.job_uuid, self._pending)
             self._cancel_requested = repository.record_progress(
                 session, self.job_uuid, self._step, self._total, dict(self._latest)
@@ -69,22 +69,22 @@ class DbRunContext:
         return self._cancel_requested
 
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
-        stored = self.runtime.store.write_artifact(self.job_uuid, name, data)
-        with transaction(self.runtime.sessions) as session:
+        stored = self.services.store.write_artifact(self.job_uuid, name, data)
+        with transaction(self.services.sessions) as session:
             repository.upsert_artifact(session, self.job_uuid, name, media_type, stored)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
-        self.runtime.store.write_checkpoint(self.job_uuid, checkpoint_to_bytes(state))
+        self.services.store.write_checkpoint(self.job_uuid, checkpoint_to_bytes(state))
         self.flush()  # metrics up to the checkpoint are durable with it
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        data = self.runtime.store.read_checkpoint(self.job_uuid)
+        data = self.services.store.read_checkpoint(self.job_uuid)
         return None if data is None else checkpoint_from_bytes(data)
 
     def read_job_artifact(self, job_id: str, name: str) -> bytes:
         try:
             other = uuid.UUID(job_id)
-            with transaction(self.runtime.sessions) as session:
+            with transaction(self.services.sessions) as session:
                 job = repository.get_job(session, other)
                 if job.status is not JobStatus.succeeded:
                     raise ArtifactNotFoundError(
@@ -93,4 +93,4 @@ class DbRunContext:
                 repository.get_artifact(session, other, name)
         except (ValueError, NotFound) as exc:
             raise ArtifactNotFoundError(f"job {job_id} has no artifact {name!r}") from exc
-        return self.runtime.store.read_artifact(other, name)
+        return self.services.store.read_artifact(other, name)

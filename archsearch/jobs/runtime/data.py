@@ -17,7 +17,7 @@ from archsearch.jobs.platform.settings import Settings
 
 if TYPE_CHECKING:  # torch stays out of the API process
     from archsearch.core.data.loaders import Dataset
-    from archsearch.jobs.platform.services import Runtime
+    from archsearch.jobs.platform.services import Services
 
 
 def dataset_input_shape(
@@ -32,15 +32,15 @@ def dataset_input_shape(
     return require_available(ref.name, settings.data_dirs).input_shape
 
 
-def load_job_dataset(runtime: Runtime, spec: JobBase) -> Dataset:
+def load_job_dataset(services: Services, spec: JobBase) -> Dataset:
     from archsearch.core.data.loaders import load_dataset
     from archsearch.core.data.uploaded import uploaded_dataset, uploaded_info
 
     ref = spec.dataset
     if ref.id is None:
-        return load_dataset(ref, runtime.settings.data_dirs, seed=spec.training.seed)
-    with transaction(runtime.sessions) as session:
-        row, arrays = uploads.arrays_for_job(session, runtime.settings, ref.id)
+        return load_dataset(ref, services.settings.data_dirs, seed=spec.training.seed)
+    with transaction(services.sessions) as session:
+        row, arrays = uploads.arrays_for_job(session, services.settings, ref.id)
         info = uploaded_info(
             row.id,
             row.name,

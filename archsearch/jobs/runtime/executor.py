@@ -1,7 +1,8 @@
 """Runs one job: claim the row, load the data, call the engine, record the outcome.
 
 The same functions serve the Celery worker and the embedded local runner: `execute_next`
-claims the job the scheduler picks for this worker's device, runs it, and records its end. A job's outcome
+claims the job the scheduler picks for this worker's device, runs it, and records its end.
+A job's outcome
 is recorded here and nowhere else: `succeeded`, `failed` (with a message the user can act
 on), or `cancelled`. Transient infrastructure errors are re-raised as `TransientFailure`
 after the job is put back in the queue, so the caller retries; user errors never retry.
@@ -29,10 +30,10 @@ from archsearch.jobs.domain import repository, workers
 from archsearch.jobs.domain.scheduler import Offer, claim_next
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
-from archsearch.jobs.platform.services import Runtime
-from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime.context import DbRunContext
 from archsearch.jobs.runtime.data import load_job_dataset
+from archsearch.jobs.runtime.device import pick_device
 from archsearch.jobs.runtime.lease import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -53,73 +54,53 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def pick_device(spec: JobBase) -> torch.device:
-    wanted = spec.resources.device
-    if wanted == "cuda" and not torch.cuda.is_available():
-        error = UserError(
-            "the job asks for a CUDA device but this worker has none; use 'auto' or 'cpu'"
-        )
-        error.field = "resources.device"
-        raise error
-    return torch.device("cuda" if wanted != "cpu" and torch.cuda.is_available() else "cpu")
-
-
-def local_offer(settings: Settings) -> Offer:
-    """What this process offers: its CUDA device (the one it is pinned to) or the CPU."""
-    use_cuda = settings.worker_device == "cuda" or (
-        settings.worker_device == "auto" and torch.cuda.is_available()
-    )
-    if not use_cuda:
-        return Offer("cpu")
-    properties = torch.cuda.get_device_properties(0)  # CUDA_VISIBLE_DEVICES pins one device
-    return Offer("cuda", properties.total_memory / 2**30)
-
-
-def execute_next(runtime: Runtime, offer: Offer) -> uuid.UUID | None:
+def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
     """Claim the next job this worker may run and run it; None when nothing is eligible."""
     worker = worker_name()
-    with transaction(runtime.sessions) as session:
-        job_id = claim_next(session, worker, offer, runtime.settings, runtime.store.has_checkpoint)
+    with transaction(services.sessions) as session:
+        job_id = claim_next(
+            session, worker, offer, services.settings, services.store.has_checkpoint
+        )
         if job_id is None:
             return None
         raw_spec = repository.get_job(session, job_id).spec
         workers.set_current_job(session, worker, job_id)
     try:
-        run_claimed(runtime, job_id, worker, raw_spec)
+        run_claimed(services, job_id, worker, raw_spec)
     finally:
-        with transaction(runtime.sessions) as session:
+        with transaction(services.sessions) as session:
             workers.set_current_job(session, worker, None)
     return job_id
 
 
 def run_claimed(
-    runtime: Runtime, job_id: uuid.UUID, worker: str, raw_spec: dict[str, Any]
+    services: Services, job_id: uuid.UUID, worker: str, raw_spec: dict[str, Any]
 ) -> JobStatus | None:
     """Run a job this worker has claimed and record its outcome (None: the lease was lost)."""
     try:
-        with Heartbeat(runtime, job_id, worker) as heartbeat:
-            status, reason, error, metrics = _run(runtime, job_id, raw_spec, heartbeat.lost)
+        with Heartbeat(services, job_id, worker) as heartbeat:
+            status, reason, error, metrics = _run(services, job_id, raw_spec, heartbeat.lost)
     except TRANSIENT_ERRORS as exc:
-        _requeue_best_effort(runtime, job_id, f"interrupted by {type(exc).__name__}")
+        _requeue_best_effort(services, job_id, f"interrupted by {type(exc).__name__}")
         raise TransientFailure(str(exc)) from exc
     if heartbeat.lost.is_set():
         return None  # another attempt owns the job and will record its end
-    with transaction(runtime.sessions) as session:
+    with transaction(services.sessions) as session:
         repository.finish_job(
             session, job_id, status, reason, error=error, metrics=metrics, actor=worker
         )
     if status.terminal:
-        runtime.store.delete_checkpoint(job_id)
+        services.store.delete_checkpoint(job_id)
     return status
 
 
 def _run(
-    runtime: Runtime, job_id: uuid.UUID, raw_spec: dict[str, Any], lease_lost: threading.Event
+    services: Services, job_id: uuid.UUID, raw_spec: dict[str, Any], lease_lost: threading.Event
 ) -> tuple[JobStatus, str, str | None, dict[str, float] | None]:
     try:
         spec = parse_job_spec(raw_spec)
-        ctx = DbRunContext(runtime, job_id, pick_device(spec), lease_lost)
-        data = load_job_dataset(runtime, spec)
+        ctx = DbRunContext(services, job_id, pick_device(spec), lease_lost)
+        data = load_job_dataset(services, spec)
         result = _run_method(spec, data, ctx)
         return JobStatus.succeeded, "finished", None, result.metrics
     except JobCancelled:
@@ -157,9 +138,9 @@ def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext) -> Result:
     return result
 
 
-def _requeue_best_effort(runtime: Runtime, job_id: uuid.UUID, reason: str) -> None:
+def _requeue_best_effort(services: Services, job_id: uuid.UUID, reason: str) -> None:
     try:
-        with transaction(runtime.sessions) as session:
+        with transaction(services.sessions) as session:
             repository.requeue_job(session, job_id, reason)
     except Exception:  # the database may be the thing that is down; the lease covers that
         log.warning("could not requeue job %s; its lease will expire", job_id)

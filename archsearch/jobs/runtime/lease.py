@@ -14,15 +14,15 @@ from types import TracebackType
 
 from archsearch.jobs.domain import repository
 from archsearch.jobs.platform.db import transaction
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    def __init__(self, runtime: Runtime, job_id: uuid.UUID, worker: str) -> None:
-        self.runtime, self.job_id, self.worker = runtime, job_id, worker
-        self.interval = runtime.settings.lease_seconds / 3
+    def __init__(self, services: Services, job_id: uuid.UUID, worker: str) -> None:
+        self.services, self.job_id, self.worker = services, job_id, worker
+        self.interval = services.settings.lease_seconds / 3
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -40,9 +40,9 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                with transaction(self.runtime.sessions) as session:
+                with transaction(self.services.sessions) as session:
                     held = repository.renew_lease(
-                        session, self.job_id, self.worker, self.runtime.settings.lease_seconds
+                        session, self.job_id, self.worker, self.services.settings.lease_seconds
                     )
             except Exception:  # the database may be briefly away; the next beat tries again
                 log.warning("lease renewal of job %s failed", self.job_id, exc_info=True)

@@ -14,17 +14,17 @@ from archsearch.jobs.domain.errors import InvalidTransition
 from archsearch.jobs.domain.tables import JobStatus, utcnow
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.db import transaction
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 
 log = logging.getLogger(__name__)
 
 
-def reap_expired(runtime: Runtime, enqueuer: Enqueuer) -> list[uuid.UUID]:
+def reap_expired(services: Services, enqueuer: Enqueuer) -> list[uuid.UUID]:
     requeued = []
-    with transaction(runtime.sessions) as session:
+    with transaction(services.sessions) as session:
         candidates = repository.expired_running_jobs(session)
     for job_id in candidates:
-        with transaction(runtime.sessions) as session:
+        with transaction(services.sessions) as session:
             job = repository.get_job(session, job_id, for_update=True)
             # Re-check under the lock: the worker may have renewed since the scan.
             if job.status is not JobStatus.running or repository.lease_alive(job, utcnow()):
@@ -40,11 +40,11 @@ def reap_expired(runtime: Runtime, enqueuer: Enqueuer) -> list[uuid.UUID]:
 
 
 def wake_for_waiting_jobs(
-    runtime: Runtime, enqueuer: Enqueuer, older_than_seconds: float
+    services: Services, enqueuer: Enqueuer, older_than_seconds: float
 ) -> set[str]:
     """Send a wake-up for each device whose queued jobs have waited long: their first message
     may have reached a worker that could not take them then (quota, device)."""
-    with transaction(runtime.sessions) as session:
+    with transaction(services.sessions) as session:
         devices = repository.devices_waiting_since(session, older_than_seconds)
     for device in devices:
         enqueuer.enqueue(uuid.uuid4(), device)

@@ -15,15 +15,15 @@ from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.scheduler import Offer
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
-from archsearch.jobs.platform.services import Runtime
+from archsearch.jobs.platform.services import Services
 
 log = logging.getLogger(__name__)
 EMBEDDED_OFFER = Offer("any")  # one machine: the job itself finds CUDA or falls back to CPU
 
 
 class LocalRunner:
-    def __init__(self, runtime: Runtime, threads: int = 1, retry_seconds: float = 5.0) -> None:
-        self.runtime = runtime
+    def __init__(self, services: Services, threads: int = 1, retry_seconds: float = 5.0) -> None:
+        self.services = services
         self.retry_seconds = retry_seconds
         self._wake = threading.Semaphore(0)
         self._stopping = False
@@ -52,7 +52,7 @@ class LocalRunner:
         return all(thread.is_alive() for thread in self._threads)
 
     def _recover(self) -> None:
-        with transaction(self.runtime.sessions) as session:
+        with transaction(self.services.sessions) as session:
             for job_id in repository.job_ids_with_status(session, JobStatus.running):
                 repository.requeue_job(session, job_id, "server restarted while the job ran")
 
@@ -67,7 +67,9 @@ class LocalRunner:
             if self._stopping:
                 return
             try:
-                while not self._stopping and execute_next(self.runtime, EMBEDDED_OFFER) is not None:
+                while (
+                    not self._stopping and execute_next(self.services, EMBEDDED_OFFER) is not None
+                ):
                     pass  # drain: run jobs until none is eligible
             except TransientFailure:
                 log.warning(
