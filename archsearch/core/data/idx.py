@@ -12,7 +12,17 @@ from pathlib import Path
 
 import numpy as np
 
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_DTYPES: dict[int, np.dtype] = {
+    code: np.dtype(name)
+    for code, name in {
+        0x08: "u1",
+        0x09: "i1",
+        0x0B: ">i2",
+        0x0C: ">i4",
+        0x0D: ">f4",
+        0x0E: ">f8",
+    }.items()
+}
 
 
 def parse_idx(raw: bytes, source: str = "<bytes>") -> np.ndarray:
@@ -24,7 +34,7 @@ def parse_idx(raw: bytes, source: str = "<bytes>") -> np.ndarray:
         raise ValueError(f"{source}: unknown IDX element type 0x{type_code:02x}")
     header_end = 4 + 4 * ndim
     shape = struct.unpack(f">{ndim}I", raw[4:header_end])
-    dtype = np.dtype(_IDX_DTYPES[type_code])
+    dtype = _IDX_DTYPES[type_code]
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(raw) - header_end != expected:
         raise ValueError(
