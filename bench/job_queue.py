@@ -179,14 +179,16 @@ def main() -> None:
 def report_latency(timings: list[tuple[float, float, str]]) -> None:
     latencies, runs = [t[0] for t in timings], [t[1] for t in timings]
     per_worker = sorted(Counter(t[2] for t in timings).values())
+    p95 = sorted(latencies)[int(0.95 * (len(latencies) - 1))]
     print(
         f"submit -> running, 8 concurrent clients, 2 CPU workers, {len(latencies)} tiny jobs: "
-        f"median {statistics.median(latencies):.0f} ms, p95 {sorted(latencies)[int(0.95 * (len(latencies) - 1))]:.0f} ms, "
+        f"median {statistics.median(latencies):.0f} ms, p95 {p95:.0f} ms, "
         f"max {max(latencies):.0f} ms; jobs per worker {per_worker}"
     )
     print(
-        f"  (each job runs {statistics.median(runs):.0f} ms median, so with {len(latencies)} jobs on 2 workers "
-        f"most of that latency is waiting behind other clients' jobs: an ideal FIFO gives about "
+        f"  (each job runs {statistics.median(runs):.0f} ms median, so with {len(latencies)} "
+        "jobs on 2 workers most of that latency is waiting behind other clients' jobs: "
+        "an ideal FIFO gives about "
         f"{statistics.median(runs) * len(latencies) / 4:.0f} ms median)"
     )
 
