@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archsearch.client import ArchsearchClient  # noqa: E402
 from archsearch.jobs.domain.accounts import repository as account_repo  # noqa: E402
-from archsearch.jobs.domain.scheduler import Offer, claim_next  # noqa: E402
+from archsearch.jobs.domain.offer import Offer  # noqa: E402
+from archsearch.jobs.domain.scheduler import claim_next  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.jobs.platform.settings import Settings  # noqa: E402
@@ -129,18 +130,18 @@ def concurrent_latency(clients: int, jobs_per_client: int) -> list[tuple[float, 
         }
         with ArchsearchClient(f"http://127.0.0.1:{port}", token=token) as client:
             # Warm both workers' pool processes (imports of torch, scikit-learn, matplotlib).
-            for job_id in [client.submit(spec)["id"] for _ in range(4)]:
+            for job_id in [client.submit(spec).id for _ in range(4)]:
                 client.wait(job_id, timeout=300)
 
         def one_client(_: int) -> list[tuple[float, float, str]]:
             with ArchsearchClient(f"http://127.0.0.1:{port}", token=token) as client:
-                ids = [client.submit(spec)["id"] for _ in range(jobs_per_client)]
+                ids = [client.submit(spec).id for _ in range(jobs_per_client)]
                 done = [client.wait(job_id, poll=0.05, timeout=300) for job_id in ids]
             return [
                 (
-                    (_ts(j["started_at"]) - _ts(j["created_at"])) * 1000,
-                    (_ts(j["finished_at"]) - _ts(j["started_at"])) * 1000,
-                    j["worker"],
+                    (_ts(j.started_at) - _ts(j.created_at)) * 1000,
+                    (_ts(j.finished_at) - _ts(j.started_at)) * 1000,
+                    j.worker or "",
                 )
                 for j in done
             ]
@@ -153,8 +154,9 @@ def concurrent_latency(clients: int, jobs_per_client: int) -> list[tuple[float, 
         procs.drop_database(name)
 
 
-def _ts(stamp: str) -> float:
-    return datetime.fromisoformat(stamp).timestamp()
+def _ts(stamp: datetime | None) -> float:
+    assert stamp is not None, "a finished job has its start and end times"
+    return stamp.timestamp()
 
 
 def main() -> None:

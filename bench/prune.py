@@ -1,13 +1,17 @@
-"""Benchmark of the prune / transfer methods (issue 5), printed as tables.
+"""Benchmark of the prune / transfer methods (issues 5 and 11), printed as tables.
 
-1. Temperature ablation of "Differentiable Architecture Pruning" Figure 1: logistic
-   regression on MNIST 0 vs 1, t_hard = 1000, t_soft in {t_hard, t_hard/100, t_hard/1000}.
+1. Temperature ablation of "Differentiable Architecture Pruning" (Figure 1, section 4.1) at
+   the engine's defaults: t_soft in {t_hard, t_hard/10, t_hard/100}, density 0.1, on digits
+   and an MNIST subset, 3 seeds; then at the paper's setting (SGD, t_hard = 1000, logistic
+   regression on MNIST 0 vs 1).
 2. Prune on MNIST, transfer to Fashion-MNIST few-shot: AP vs random vs IMP vs reshuffle at
-   densities 0.5 / 0.1 / 0.05 over seeds, and AP's training cost as a ratio to IMP's.
-3. Weight-free ("Disentangling Neural Architectures and Weights", Figures 3-4): test AUC of
-   bin, bin -> real, real, real -> bin on digits {1,2,3} vs {4,5,6}.
+   densities 0.5 / 0.1 / 0.05 over seeds (long: only with --only 2).
+3. Weight-free ("Disentangling Neural Architectures and Weights"): `weights: free` at its
+   defaults (bin) against the same MLP with real weights (real), 10 classes, 3 seeds, on
+   digits, MNIST and Fashion-MNIST subsets; and the binarisation gap of the old relaxed
+   forward against the binary one.
 
-Run: python bench/prune.py [--quick]
+Run: python bench/prune.py [--quick] [--only 1|2|3]   (default: sections 1 and 3, minutes)
 """
 
 from __future__ import annotations
@@ -27,10 +31,9 @@ sys.path.insert(0, str(REPO))
 
 from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
-from archsearch.core.export import tensors_to_bytes  # noqa: E402
+from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
-from archsearch.core.models import Architecture, create_model  # noqa: E402
-from archsearch.core.nn.masked import make_weight_free, mask_model, set_masks  # noqa: E402
+from archsearch.core.models import Architecture  # noqa: E402
 from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
 from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
 from archsearch.core.spec import DatasetRef, parse_job_spec  # noqa: E402
@@ -65,20 +68,59 @@ def two_class(data: Dataset, negative: set[int], positive: set[int]) -> Dataset:
 
 
 # ---------------------------------------------------------------- 1. temperatures
+RATIOS = (("t_hard", 1.0), ("t_hard/10", 10.0), ("t_hard/100", 100.0))
+
+
+def subset(name: str, seed: int, train: int, test: int) -> tuple[dict[str, Any], Dataset]:
+    ref: dict[str, Any] = (
+        {"name": name} if name == "digits" else {"name": name, "train_subset": train}
+    )
+    data = load_dataset(DatasetRef(**ref), DATA_DIRS, seed=seed)
+    return ref, replace(data, x_test=data.x_test[:test], y_test=data.y_test[:test])
+
+
+def ablation_at_defaults(quick: bool) -> None:
+    seeds = [0, 1] if quick else [0, 1, 2]
+    train_size = 2000
+    print(
+        "\n## 1a. Temperature ablation at the defaults (t_hard = 100, Adam on the logits, cap, "
+        f"adaptive penalty), density 0.1, MLP 256-128, 10 epochs; test accuracy over seeds {seeds}"
+    )
+    print(f"{'dataset':>14} | " + " | ".join(f"{'t_soft=' + label:>17}" for label, _ in RATIOS))
+    for name in ("digits", "mnist"):
+        cells = []
+        for _, ratio in RATIOS:
+            accs = []
+            for seed in seeds:
+                ref, data = subset(name, seed, train_size, 2000)
+                spec = parse_job_spec(
+                    {
+                        "method": "prune",
+                        "dataset": ref,
+                        "temperatures": {"t_hard": 100.0, "t_soft": 100.0 / ratio},
+                        "training": {"seed": seed},
+                    }
+                )
+                accs.append(prune.run(spec, data, InMemoryContext()).metrics["test_accuracy"])
+            cells.append(mean_std(accs))
+        label = name if name == "digits" else f"mnist ({train_size})"
+        print(f"{label:>14} | " + " | ".join(f"{c:>17}" for c in cells))
+
+
 def temperature_ablation(quick: bool) -> None:
     data = two_class(load_dataset(DatasetRef(name="mnist"), DATA_DIRS), {0}, {1})
-    if quick:
-        data = replace(data, x_train=data.x_train[:3000], y_train=data.y_train[:3000])
+    data = replace(data, x_train=data.x_train[:3000], y_train=data.y_train[:3000])
     gamma = 1e-3
     print(
-        "\n## 1. Temperature ablation (Figure 1): logistic regression, MNIST 0 vs 1, t_hard = 1000"
+        "\n## 1b. The paper's setting (Figure 1): logistic regression, MNIST 0 vs 1, t_hard = 1000"
     )
     print(
         f"   SGD on masks (lr 1.0) and weights (lr 0.05), penalty gamma = {gamma} (constant), "
         f"no target, {len(data.x_train)} train images, 2 epochs"
     )
     print(
-        f"{'t_soft':>12} | {'objective':>9} | {'train CE':>8} | {'density':>7} | {'kept':>5} | {'test acc':>8}"
+        f"{'t_soft':>12} | {'objective':>9} | {'train CE':>8} | {'density':>7} | "
+        f"{'kept':>5} | {'test acc':>8}"
     )
     for label, t_soft in (("t_hard", 1000.0), ("t_hard/100", 10.0), ("t_hard/1000", 1.0)):
         spec = parse_job_spec(
@@ -102,15 +144,14 @@ def temperature_ablation(quick: bool) -> None:
         )
         ctx = InMemoryContext()
         result = prune.run(spec, data, ctx)
-        from archsearch.core.export import load_model
-
         model = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
         train_ce, _ = evaluate(model, data.x_train, data.y_train, torch.device("cpu"))
         kept = result.metrics["density"] * 784 * 2
         objective = train_ce + gamma * kept
         print(
-            f"{label:>12} | {objective:9.4f} | {train_ce:8.4f} | {result.metrics['density']:7.3f} | "
-            f"{kept:5.0f} | {result.metrics['test_accuracy']:8.4f}"
+            f"{label:>12} | {objective:9.4f} | {train_ce:8.4f} | "
+            f"{result.metrics['density']:7.3f} | {kept:5.0f} | "
+            f"{result.metrics['test_accuracy']:8.4f}"
         )
 
 
@@ -241,7 +282,8 @@ def transfer_benchmark(quick: bool) -> None:
             print(f"{d:7.2f} | {target[0]:>13} | {target[1]:11d} | {row}")
     print("\n   Training cost of finding the mask (AP: one pass; IMP: one training per round)")
     print(
-        f"{'density':>7} | {'AP epochs':>9} | {'IMP rounds':>10} | {'IMP epochs':>10} | {'epoch ratio AP/IMP':>18} | "
+        f"{'density':>7} | {'AP epochs':>9} | {'IMP rounds':>10} | {'IMP epochs':>10} | "
+        f"{'epoch ratio AP/IMP':>18} | "
         f"{'AP train s':>10} | {'IMP s':>7} | {'time ratio AP/IMP':>17}"
     )
     for d in densities:
@@ -249,110 +291,61 @@ def transfer_benchmark(quick: bool) -> None:
         rounds = statistics.mean(c["imp_rounds"])
         ap_s, imp_s = statistics.mean(c["ap_s"]), statistics.mean(c["imp_s"])
         print(
-            f"{d:7.2f} | {epochs:9d} | {rounds:10.0f} | {rounds * epochs:10.0f} | {epochs / (rounds * epochs):18.3f} | "
+            f"{d:7.2f} | {epochs:9d} | {rounds:10.0f} | {rounds * epochs:10.0f} | "
+            f"{epochs / (rounds * epochs):18.3f} | "
             f"{ap_s:10.1f} | {imp_s:7.1f} | {ap_s / imp_s:17.3f}"
         )
 
 
 # ---------------------------------------------------------------- 3. weight-free
-FREE_MODEL = {"name": "mlp", "hidden": [64], "activation": "tanh"}
-
-
-def auc(model: torch.nn.Module, data: Dataset) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    model.eval()
-    with torch.no_grad():
-        score = torch.softmax(model(data.x_test), 1)[:, 1]
-    return float(roc_auc_score(data.y_test.numpy(), score.numpy()))
-
-
-def real_to_bin(
-    real_state: dict[str, torch.Tensor], data: Dataset, arch: Architecture
-) -> torch.nn.Module:
-    """Eq. (13): w' = 1[w - xi > 0], xi the percentile of w (10th..90th) with the lowest train loss."""
-    weights = torch.cat([real_state[f"layers.{i}.weight"].flatten() for i in range(2)])
-    best, best_loss = None, float("inf")
-    for pct in range(10, 100, 10):
-        xi = torch.quantile(weights, pct / 100)
-        model = create_model(arch)
-        mask_model(model)
-        make_weight_free(model)
-        set_masks(model, {f"layers.{i}": real_state[f"layers.{i}.weight"] > xi for i in range(2)})
-        loss, _ = evaluate(model, data.x_train, data.y_train, torch.device("cpu"))
-        if loss < best_loss:
-            best, best_loss = model, loss
-    assert best is not None
-    return best
+REAL_MLP = {"name": "mlp", "hidden": [128], "activation": "relu"}  # the weight-free default
 
 
 def weight_free_benchmark(quick: bool) -> None:
-    data = two_class(load_dataset(DatasetRef(name="digits"), DATA_DIRS), {1, 2, 3}, {4, 5, 6})
-    arch = Architecture(
-        parse_job_spec(
-            {"method": "train", "dataset": {"name": "digits"}, "model": FREE_MODEL}
-        ).model,
-        data.input_shape,
-        2,
+    seeds = [0, 1] if quick else [0, 1, 2]
+    train_size, test_size = 2000, 2000
+    print(
+        "\n## 3. Weight-free networks at their defaults (bin) vs the same MLP 128 (relu) with "
+        f"real weights (real), 10 classes, 10 epochs, test accuracy over seeds {seeds}"
     )
-    seeds = [0, 1] if quick else [0, 1, 2, 3, 4]
-    scores: dict[str, list[float]] = {k: [] for k in ("bin", "bin -> real", "real", "real -> bin")}
-    densities: list[float] = []
-    for seed in seeds:
-        common = {
-            "dataset": {"name": "digits"},
-            "model": FREE_MODEL,
-            "training": {"epochs": 30, "batch_size": 32, "seed": seed},
-        }
-        bin_spec = parse_job_spec(
+    print(
+        f"{'dataset':>20} | {'bin':>11} | {'real':>11} | {'bin - real':>10} | {'bin density':>11}"
+    )
+    for name in ("digits", "mnist", "fashion_mnist"):
+        scores: dict[str, list[float]] = {"bin": [], "real": [], "density": []}
+        for seed in seeds:
+            ref, data = subset(name, seed, train_size, test_size)
+            common = {"dataset": ref, "training": {"seed": seed}}
+            free = parse_job_spec({"method": "prune", "weights": "free", **common})
+            result = prune.run(free, data, InMemoryContext())
+            scores["bin"].append(result.metrics["test_accuracy"])
+            scores["density"].append(result.metrics["density"])
+            real = parse_job_spec({"method": "train", "model": REAL_MLP, **common})
+            scores["real"].append(train.run(real, data, InMemoryContext()).metrics["test_accuracy"])
+        gap = statistics.mean(scores["bin"]) - statistics.mean(scores["real"])
+        label = name if name == "digits" else f"{name} ({train_size})"
+        print(
+            f"{label:>20} | {mean_std(scores['bin']):>11} | {mean_std(scores['real']):>11} | "
+            f"{gap:10.3f} | {statistics.mean(scores['density']):11.3f}"
+        )
+    print("\n   Binarisation gap (test accuracy as trained minus after 1[w > 0]), digits, seed 0")
+    ref, data = subset("digits", 0, train_size, test_size)
+    for forward, init in (("relaxed", "uniform"), ("binary", "normal")):
+        spec = parse_job_spec(
             {
                 "method": "prune",
-                **common,
                 "weights": "free",
-                "density": None,
-                "penalty": {"schedule": "constant", "gamma": 1e-6},
-                "temperatures": {"t_hard": 50, "t_soft": 5},
-                "finetune_epochs": 30,
+                "dataset": ref,
+                "forward": forward,
+                "mask_init": init,
             }
         )
-        ctx = InMemoryContext()
-        result = prune.run(bin_spec, data, ctx)
-        densities.append(result.metrics["density"])
-        from archsearch.core.export import load_model
-
-        scores["bin"].append(
-            auc(
-                load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"]),
-                data,
-            )
+        metrics = prune.run(spec, data, InMemoryContext()).metrics
+        print(
+            f"   forward {forward:>7} (mask_init {init:>7}): "
+            f"gap {metrics['binarisation_gap']:+.3f}, "
+            f"final accuracy {metrics['test_accuracy']:.3f}"
         )
-        scores["bin -> real"].append(
-            auc(
-                load_model(
-                    ctx.artifacts["architecture-finetuned.json"],
-                    ctx.artifacts["model-finetuned.safetensors"],
-                ),
-                data,
-            )
-        )
-        real_ctx = InMemoryContext()
-        train.run(parse_job_spec({"method": "train", **common}), data, real_ctx)
-        real = load_model(
-            real_ctx.artifacts["architecture.json"], real_ctx.artifacts["model.safetensors"]
-        )
-        scores["real"].append(auc(real, data))
-        scores["real -> bin"].append(auc(real_to_bin(real.state_dict(), data, arch), data))
-    print(
-        "\n## 3. Weight-free networks: digits {1,2,3} vs {4,5,6}, MLP 64-64(tanh)-2, "
-        f"test AUC over seeds {seeds} ({len(data.x_train)} train / {len(data.x_test)} test images)"
-    )
-    print(
-        f"   bin = masks only, weights one (M_hard = 50, M_soft = 5, no density target; "
-        f"mean density {statistics.mean(densities):.3f}); bin -> real = fresh real weights on its support"
-    )
-    print(f"{'method':>12} | {'AUC':>11} | {'median':>6}")
-    for name, values in scores.items():
-        print(f"{name:>12} | {mean_std(values):>11} | {statistics.median(values):6.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -367,10 +360,11 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     print(f"# bench/prune.py {'--quick' if args.quick else '(full)'}  torch {torch.__version__}")
     if args.only in (None, "1"):
+        ablation_at_defaults(args.quick)
         temperature_ablation(args.quick)
     if args.only in (None, "3"):
         weight_free_benchmark(args.quick)
-    if args.only in (None, "2"):
+    if args.only == "2":
         transfer_benchmark(args.quick)
     print(f"\ntotal time {time.perf_counter() - start:.0f} s")
 

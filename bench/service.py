@@ -47,18 +47,10 @@ def percentile(values: list[float], q: float) -> float:
 def submit_to_running(client: ArchsearchClient, jobs: int) -> list[float]:
     latencies = []
     for _ in range(jobs):
-        job = client.wait(client.submit(QUICK_JOB)["id"], poll=0.05, timeout=120)
-        assert job["status"] == "succeeded", job["error"]
-        created = _parse(job["created_at"])
-        started = _parse(job["started_at"])
-        latencies.append((started - created) * 1000)
+        job = client.wait(client.submit(QUICK_JOB).id, poll=0.05, timeout=120)
+        assert job.status == "succeeded" and job.started_at is not None, job.error
+        latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
     return latencies
-
-
-def _parse(stamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(stamp).timestamp()
 
 
 async def _hammer(url: str, seconds: float, concurrency: int, headers: dict[str, str]) -> float:
@@ -125,9 +117,9 @@ def main() -> None:
         _wait_bare(bare_port)
 
         with ArchsearchClient(f"http://127.0.0.1:{api_port}", token=token) as client:
-            client.wait(client.submit(QUICK_JOB)["id"], timeout=120)  # warm the pool process
+            client.wait(client.submit(QUICK_JOB).id, timeout=120)  # warm the pool process
             latencies = submit_to_running(client, args.jobs)
-            job_id = client.list_jobs(limit=1)["data"][0]["id"]
+            job_id = client.list_jobs(limit=1).data[0].id
         ours, bare = throughput(
             f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}",
             f"http://127.0.0.1:{bare_port}/v1/jobs/{job_id}",

@@ -6,10 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from archsearch.api.auth import TokenCache, current_principal
-from archsearch.api.errors import install_error_handlers
-from archsearch.api.limits import JsonBodyLimit
+from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
+from archsearch.api.limits import BodyLimit
 from archsearch.api.routes import artifacts, datasets, health, jobs, queue
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
@@ -24,7 +25,8 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         ensure_schema_current(services.engine)
         yield
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc served from the package, not from a CDN.
+    app = FastAPIOffline(
         title="archsearch",
         version="0.1.0",
         summary="Search, prune and grow neural architectures as jobs.",
@@ -35,9 +37,16 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     app.state.token_cache = TokenCache()
     install_error_handlers(app)
 
-    app.add_middleware(JsonBodyLimit)
+    settings = services.settings
+    app.add_middleware(
+        BodyLimit,
+        upload_max_bytes=settings.upload_max_bytes,
+        json_max_bytes=settings.json_max_bytes,
+    )
     # Every /v1 route authenticates (a no-op in embedded mode); health checks do not.
     for module in (jobs, artifacts, datasets, queue):
-        app.include_router(module.router, dependencies=[Depends(current_principal)])
+        app.include_router(
+            module.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
+        )
     app.include_router(health.router)
     return app

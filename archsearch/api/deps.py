@@ -19,7 +19,7 @@ from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import ArtifactStore
 
 
-async def get_runtime(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
 
 
@@ -27,7 +27,7 @@ async def get_enqueuer(request: Request) -> Enqueuer:
     return request.app.state.enqueuer  # type: ignore[no-any-return]
 
 
-ServicesDep = Annotated[Services, Depends(get_runtime)]
+ServicesDep = Annotated[Services, Depends(get_services)]
 EnqueuerDep = Annotated[Enqueuer, Depends(get_enqueuer)]
 
 

@@ -1,7 +1,13 @@
-"""One table maps domain errors to HTTP statuses. Body: `{"error": ..., "detail": ...}`."""
+"""One table maps domain errors to HTTP statuses. Body: `ErrorBody`, `{"error", "detail"}`.
+
+Every error response, ours or the framework's (validation, unknown path, wrong method), is
+built through `schemas.errors.ErrorBody`, so the typed client parses all of them alike, and
+`ERROR_RESPONSES` documents them in the OpenAPI schema.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -12,21 +18,25 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from archsearch.core.errors import UserError
 from archsearch.core.spec import METHOD_NAMES, MODEL_NAMES
-from archsearch.jobs.domain.accounts.service import Forbidden, Unauthenticated
 from archsearch.jobs.domain.errors import (
+    Forbidden,
     InvalidCursor,
     InvalidTransition,
     NotFound,
-    SchemaBehind,
+    PreviewUnavailable,
+    QueueUnavailable,
     TooLarge,
+    Unauthenticated,
 )
-from archsearch.jobs.domain.service import QueueUnavailable
+from archsearch.jobs.platform.migrate import SchemaBehind
+from archsearch.schemas.errors import ErrorBody, FieldError
 
 # (exception type, HTTP status, error code); the first match wins.
 ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (Unauthenticated, 401, "unauthenticated"),
     (Forbidden, 403, "forbidden"),
     (NotFound, 404, "not_found"),
+    (PreviewUnavailable, 404, "no_preview"),
     (InvalidTransition, 409, "invalid_state"),
     (InvalidCursor, 422, "invalid_cursor"),
     (TooLarge, 413, "too_large"),
@@ -34,6 +44,12 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (QueueUnavailable, 503, "queue_unavailable"),
     (SchemaBehind, 503, "schema_behind"),
 ]
+
+# What the OpenAPI schema says every /v1 route may answer besides its success.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": HTTPStatus(status).phrase}
+    for status in sorted({status for _, status, _ in ERROR_TABLE})
+}
 
 _UNION_TAGS = set(METHOD_NAMES) | set(MODEL_NAMES)
 
@@ -60,33 +76,40 @@ def _error_field(err: dict[str, Any]) -> str:
     return field_path(loc)
 
 
-def _validation_detail(exc: RequestValidationError) -> list[dict[str, str]]:
-    return [{"field": _error_field(err), "message": err["msg"]} for err in exc.errors()]
+def _validation_detail(exc: RequestValidationError) -> list[FieldError]:
+    return [FieldError(field=_error_field(err), message=err["msg"]) for err in exc.errors()]
 
 
-def _body(code: str, detail: Any) -> dict[str, Any]:
-    return {"error": code, "detail": detail}
+def error_response(
+    code: str,
+    detail: str | list[FieldError],
+    status: int,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = ErrorBody(error=code, detail=detail)
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def _domain_detail(exc: Exception) -> str | list[FieldError]:
+    field = getattr(exc, "field", None)
+    return [FieldError(field=field, message=str(exc))] if field else str(exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(_body("invalid_request", _validation_detail(exc)), status_code=422)
+        return error_response("invalid_request", _validation_detail(exc), 422)
 
     async def on_domain(_: Request, exc: Exception) -> JSONResponse:
         for error_type, status, code in ERROR_TABLE:
             if isinstance(exc, error_type):
-                field = getattr(exc, "field", None)
-                detail: Any = [{"field": field, "message": str(exc)}] if field else str(exc)
                 headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-                return JSONResponse(_body(code, detail), status_code=status, headers=headers)
+                return error_response(code, _domain_detail(exc), status, headers)
         raise exc
 
     async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Routing errors (no such path, wrong method) keep the same body shape as ours.
         code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_")
-        return JSONResponse(
-            _body(code, exc.detail), status_code=exc.status_code, headers=exc.headers
-        )
+        return error_response(code, str(exc.detail), exc.status_code, exc.headers)
 
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]

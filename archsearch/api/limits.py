@@ -1,4 +1,9 @@
-"""A plain ASGI middleware refusing oversized JSON bodies with 413 before they are read.
+"""The one check of request sizes: a declared Content-Length over the limit of its kind of
+body is refused with 413 before a byte of the body is read.
+
+A JSON body (a job spec) is a few hundred bytes; a multipart body is a dataset upload,
+limited by `upload_max_bytes` plus room for the form around the file. (An upload sent
+without a length is counted as it is stored, by the dataset store.)
 
 Plain ASGI rather than `@app.middleware("http")`: Starlette's BaseHTTPMiddleware wraps
 every response in extra tasks and streams, which costs more than the route it guards.
@@ -6,39 +11,40 @@ every response in extra tasks and streams, which costs more than the route it gu
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from archsearch.jobs.domain.errors import LimitExceeded
+from archsearch.schemas.errors import ErrorBody
+
 MAX_JSON_BODY = 1 << 20  # a job spec is a few hundred bytes; 1 MiB is generous
-# Uploads (multipart) are streamed to disk and limited by their own settings, not here.
+MULTIPART_OVERHEAD = 64 << 10  # boundaries and form fields around an uploaded file
 
 
-class JsonBodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_JSON_BODY) -> None:
-        self.app, self.max_bytes = app, max_bytes
+class BodyLimit:
+    def __init__(
+        self, app: ASGIApp, upload_max_bytes: int, json_max_bytes: int = MAX_JSON_BODY
+    ) -> None:
+        self.app = app
+        self.upload_max_bytes, self.json_max_bytes = upload_max_bytes, json_max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self._too_large(dict(scope["headers"])):
-            body = json.dumps(
-                {"error": "too_large", "detail": f"request body over {self.max_bytes} bytes"}
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 413,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+        refusal = self._refusal(dict(scope["headers"])) if scope["type"] == "http" else None
+        if refusal is None:
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        body = ErrorBody(error="too_large", detail=str(refusal)).model_dump_json().encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
-    def _too_large(self, headers: dict[bytes, Any]) -> bool:
+    def _refusal(self, headers: dict[bytes, bytes]) -> LimitExceeded | None:
         length = headers.get(b"content-length", b"")
-        is_json = headers.get(b"content-type", b"").startswith(b"application/json")
-        return is_json and length.isdigit() and int(length) > self.max_bytes
+        if not length.isdigit():
+            return None
+        content_type = headers.get(b"content-type", b"")
+        if content_type.startswith(b"application/json") and int(length) > self.json_max_bytes:
+            return LimitExceeded("the request body", self.json_max_bytes, "json_max_bytes")
+        too_big = self.upload_max_bytes + MULTIPART_OVERHEAD
+        if content_type.startswith(b"multipart/form-data") and int(length) > too_big:
+            return LimitExceeded("the uploaded file", self.upload_max_bytes, "upload_max_bytes")
+        return None

@@ -8,7 +8,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-url_option = click.option("--url", default=None, help="server address (env ARCHSEARCH_URL)")
+from archsearch.cli.common import client_for, console, url_option
+from archsearch.schemas.datasets import UploadedDatasetPublic
 
 
 @click.group()
@@ -18,21 +19,19 @@ def datasets() -> None:
 
 @datasets.command("list")
 @url_option
-def list_datasets(url: str | None) -> None:
+def list_datasets(url: str) -> None:
     """List the datasets the server can train on (built-ins, then uploads)."""
-    from archsearch.cli.main import client_for, console, resolve_url
-
-    with client_for(resolve_url(url)) as client:
+    with client_for(url) as client:
         rows = client.datasets()
     table = Table("id / name", "input", "classes", "train", "test", "description")
     for d in rows:
         table.add_row(
-            d.get("id") or d["name"],
-            "x".join(map(str, d["input_shape"])),
-            str(d["num_classes"]),
-            str(d["train_size"]),
-            str(d["test_size"]),
-            d["description"] if d.get("id") is None else f"{d['name']}: {d['description']}",
+            d.id or d.name,
+            "x".join(map(str, d.input_shape)),
+            str(d.num_classes),
+            str(d.train_size),
+            str(d.test_size),
+            d.description if d.id is None else f"{d.name}: {d.description}",
         )
     console.print(table)
 
@@ -52,15 +51,13 @@ def list_datasets(url: str | None) -> None:
 @click.option("--split-seed", type=int, default=None, help="seed of that split (default 0)")
 @click.option("--num-classes", type=int, default=None, help="default: largest label + 1")
 @url_option
-def upload(file: Path, url: str | None, **options: Any) -> None:
-    """Upload FILE: .npz (x, y[, x_test, y_test]), .csv, or .zip (IDX files or class folders of images).
+def upload(file: Path, url: str, **options: Any) -> None:
+    """Upload FILE: .npz (x, y[, x_test, y_test]), .csv, or .zip (IDX files or image folders).
 
     Prints the dataset id; use it in a job as {"dataset": {"id": "<id>"}}."""
-    from archsearch.cli.main import client_for, console, resolve_url
-
-    with client_for(resolve_url(url)) as client:
+    with client_for(url) as client:
         dataset = client.upload_dataset(file, **options)
-    console.print(dataset["id"])
+    console.print(dataset.id)
     _describe(dataset)
 
 
@@ -73,34 +70,30 @@ def upload(file: Path, url: str | None, **options: Any) -> None:
     help="also save the preview grid (PNG) here",
 )
 @url_option
-def show(dataset_id: str, preview: Path | None, url: str | None) -> None:
+def show(dataset_id: str, preview: Path | None, url: str) -> None:
     """Show an uploaded dataset's metadata and statistics."""
-    from archsearch.cli.main import client_for, console, resolve_url
-
-    with client_for(resolve_url(url)) as client:
+    with client_for(url) as client:
         dataset = client.get_dataset(dataset_id)
         if preview is not None:
             preview.write_bytes(client.dataset_preview(dataset_id))
-    console.print_json(data=dataset)
+    console.print_json(dataset.model_dump_json())
 
 
 @datasets.command("delete")
 @click.argument("dataset_id")
 @url_option
-def delete(dataset_id: str, url: str | None) -> None:
+def delete(dataset_id: str, url: str) -> None:
     """Delete an uploaded dataset (refused while a queued or running job uses it)."""
-    from archsearch.cli.main import client_for, console, resolve_url
-
-    with client_for(resolve_url(url)) as client:
+    with client_for(url) as client:
         client.delete_dataset(dataset_id)
     console.print(f"deleted {dataset_id}")
 
 
-def _describe(dataset: dict[str, Any]) -> None:
-    from archsearch.cli.main import console
-
-    shape = "x".join(map(str, dataset["input_shape"]))
+def _describe(dataset: UploadedDatasetPublic) -> None:
+    shape = "x".join(map(str, dataset.input_shape))
     console.print(
-        f"{dataset['name']}: {dataset['format']} {dataset['kind']} {shape}, {dataset['num_classes']} classes, "
-        f"{dataset['train_size']} train / {dataset['test_size']} test (split: {dataset['split']['source']})"
+        f"{dataset.name}: {dataset.format} {dataset.kind} {shape}, "
+        f"{dataset.num_classes} classes, {dataset.train_size} train / {dataset.test_size} test "
+        f"(split: {dataset.split['source']})",
+        highlight=False,
     )

@@ -1,13 +1,13 @@
-"""Alembic environment: targets the metadata of `jobs.models`."""
+"""Alembic environment: targets every table of the domain (`jobs.domain.metadata`)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from archsearch.jobs.domain.tables import Base
+from archsearch.jobs.domain.metadata import metadata
 from archsearch.jobs.platform.db import make_engine
 
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def run_migrations_offline() -> None:

@@ -1,2 +1,3 @@
 """The wire format: pydantic models of every request and response, one module per
-resource, shared by the API and the typed client. Needs only pydantic."""
+resource (`jobs`, `artifacts`, `datasets`, `queue`, `errors`), shared by the API and the
+typed client. Needs only pydantic and the standard library (an import contract says so)."""

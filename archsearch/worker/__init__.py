@@ -1,1 +1,1 @@
-"""Queue edge of archsearch: the Celery app and its thin task."""
+"""Queue edge of archsearch: the Celery app (`app.create_app(settings)`) and its thin task."""

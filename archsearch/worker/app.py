@@ -1,6 +1,9 @@
-"""The Celery application of the workers (`archsearch worker` starts it).
+"""The Celery application of the workers, built from Settings by `create_app`.
 
-Settings are read here, at the edge, once per process.
+The caller (the `archsearch worker` command) builds Settings at the edge and passes them
+in, e.g. `create_app(Settings(worker_device="cuda")).worker_main([...])`; nothing here reads
+the environment. Signals wire the process's life: refuse a database schema behind the code,
+record the worker's presence per pool process, and reap expired leases.
 """
 
 from __future__ import annotations
@@ -10,54 +13,61 @@ import threading
 
 from celery import Celery, signals
 
+from archsearch.jobs.platform.broker import CeleryEnqueuer
 from archsearch.jobs.platform.celery_config import celery_config
+from archsearch.jobs.platform.migrate import ensure_schema_current
+from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
+from archsearch.worker.presence import end_presence, start_presence
+from archsearch.worker.process import WorkerProcess
+from archsearch.worker.tasks import register_tasks
 
 log = logging.getLogger(__name__)
 
-settings = Settings()
-app = Celery("archsearch", include=["archsearch.worker.tasks"])
-app.conf.update(celery_config(settings))
+
+def create_app(settings: Settings) -> Celery:
+    """The worker's Celery app for `settings`, with the task `archsearch.run_job`
+    registered and the process signals connected. Start it with `app.worker_main(argv)`."""
+    process = WorkerProcess(settings)
+    app = Celery("archsearch")
+    app.conf.update(celery_config(settings))
+    register_tasks(app, process)
+    _connect_signals(process)
+    return app
 
 
-@signals.worker_init.connect
-def _refuse_stale_schema(**_: object) -> None:
-    from archsearch.jobs.platform.migrate import ensure_schema_current
-    from archsearch.jobs.platform.services import Services
+def _connect_signals(process: WorkerProcess) -> None:
+    settings = process.settings
 
-    services = Services.from_settings(settings)
-    try:
-        ensure_schema_current(services.engine)
-    finally:
-        services.engine.dispose()
+    def refuse_stale_schema(**_: object) -> None:
+        services = Services.from_settings(settings)
+        try:
+            ensure_schema_current(services.engine)
+        finally:
+            services.engine.dispose()
 
+    def register_process(**_: object) -> None:
+        # In each pool process, after the fork: its own engine, and CUDA initialised there.
+        start_presence(process)
 
-@signals.worker_process_init.connect
-def _register_process(**_: object) -> None:
-    # Torch loads in each pool process, not in the parent before fork, so the first job
-    # does not pay for it and no torch thread pool crosses a fork.
-    from archsearch.worker.device import start_registration
+    def unregister_process(**_: object) -> None:
+        end_presence(process)
 
-    start_registration()
+    def start_reaper(**_: object) -> None:
+        reaper = threading.Thread(
+            target=_reap_forever, args=(settings,), name="archsearch-reaper", daemon=True
+        )
+        reaper.start()
 
-
-@signals.worker_process_shutdown.connect
-def _unregister_process(**_: object) -> None:
-    from archsearch.worker.device import unregister
-
-    unregister()
-
-
-@signals.worker_ready.connect
-def _start_reaper(**_: object) -> None:
-    threading.Thread(target=_reap_forever, name="archsearch-reaper", daemon=True).start()
+    # weak=False: these closures have no other reference and must live as long as the app.
+    signals.worker_init.connect(refuse_stale_schema, weak=False)
+    signals.worker_process_init.connect(register_process, weak=False)
+    signals.worker_process_shutdown.connect(unregister_process, weak=False)
+    signals.worker_ready.connect(start_reaper, weak=False)
 
 
-def _reap_forever() -> None:
-    from archsearch.jobs.platform.broker import CeleryEnqueuer
-    from archsearch.jobs.platform.services import Services
-    from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
-
+def _reap_forever(settings: Settings) -> None:
     services, enqueuer = Services.from_settings(settings), CeleryEnqueuer(settings)
     interval = max(0.5, settings.lease_seconds / 3)
     stop = threading.Event()

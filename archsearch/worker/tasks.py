@@ -7,38 +7,35 @@ worker's device, so a freed quota or a finished job immediately lets the next on
 from __future__ import annotations
 
 import logging
-from functools import cache
 
-from celery import Task
+from celery import Celery, Task
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from archsearch.jobs.platform.celery_config import RUN_JOB_TASK
-from archsearch.jobs.platform.services import Services
-from archsearch.worker.app import app, settings
+from archsearch.jobs.runtime.executor import TransientFailure, execute_next
+from archsearch.worker.process import WorkerProcess
 
 log = logging.getLogger(__name__)
 MAX_TRANSIENT_RETRIES = 5
 
 
-@cache
-def services() -> Services:
-    # One engine per pool process, created after fork.
-    return Services.from_settings(settings)
+def register_tasks(app: Celery, process: WorkerProcess) -> None:
+    """Register `archsearch.run_job` on `app`, running jobs with `process`'s services."""
 
+    def run_job(self: Task, job_id: str) -> int:
+        """Run eligible jobs (the submitted `job_id` among them, if it is next); return how
+        many ran."""
+        ran = 0
+        try:
+            while execute_next(process.services, process.offer) is not None:
+                ran += 1
+        except (TransientFailure, OperationalError, InterfaceError) as exc:
+            countdown = process.settings.lease_seconds + 1 + 2**self.request.retries
+            log.warning(
+                "transient failure (%s) after job %s; retry in %.0fs", exc, job_id, countdown
+            )
+            raise self.retry(exc=exc, countdown=countdown) from exc
+        return ran
 
-@app.task(name=RUN_JOB_TASK, bind=True, max_retries=MAX_TRANSIENT_RETRIES)
-def run_job(self: Task, job_id: str) -> int:
-    """Run eligible jobs (the submitted `job_id` among them, if it is next); return how many."""
-    from sqlalchemy.exc import InterfaceError, OperationalError
-
-    from archsearch.jobs.runtime.executor import TransientFailure, execute_next
-    from archsearch.worker.device import offer
-
-    ran = 0
-    try:
-        while execute_next(services(), offer()) is not None:
-            ran += 1
-    except (TransientFailure, OperationalError, InterfaceError) as exc:
-        countdown = settings.lease_seconds + 1 + 2**self.request.retries
-        log.warning("transient failure (%s) after job %s; retry in %.0fs", exc, job_id, countdown)
-        raise self.retry(exc=exc, countdown=countdown) from exc
-    return ran
+    # A call rather than decorator syntax: Celery is untyped, and `run_job` stays typed.
+    app.task(name=RUN_JOB_TASK, bind=True, max_retries=MAX_TRANSIENT_RETRIES)(run_job)

@@ -114,14 +114,10 @@ def test_gamma_zero_leaves_the_function_unchanged() -> None:
 
 
 def searched_loss(model, stats, y, dw, neurons) -> float:
-    """Best loss over the line-search grid, both signs, as the random baseline gets."""
-    search = layer_step.GAMMAS + tuple(-g for g in layer_step.GAMMAS)
-    _, loss = layer_step.line_search(
-        lambda g: layer_step.candidate_loss(model, stats, y, 0, dw, neurons, 0.0, g),
-        search,
-        stats.loss,
-    )
-    return loss
+    """The line-searched loss over both signs, as the random baseline gets."""
+    return layer_step.signed_line_search(
+        lambda g: layer_step.candidate_loss(model, stats, y, 0, dw, neurons, 0.0, g), stats.loss
+    ).loss
 
 
 def test_optimal_neurons_decrease_the_loss_more_than_random_ones() -> None:

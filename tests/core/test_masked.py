@@ -17,7 +17,10 @@ from archsearch.core.nn.masked import (
     plain_state_dict,
     set_masks,
 )
-from archsearch.core.nn.two_temperature import two_temperature_sigmoid
+from archsearch.core.nn.two_temperature import (
+    binary_mask_straight_through,
+    two_temperature_sigmoid,
+)
 from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
 from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
 
@@ -101,7 +104,36 @@ def test_weight_free_trains_only_masks() -> None:
     make_weight_free(model)
     trainable = sorted(n for n, p in model.named_parameters() if p.requires_grad)
     assert trainable == ["layers.0.mask_logits", "layers.1.mask_logits"]
-    assert all(torch.equal(m.weight, torch.ones_like(m.weight)) for _, m in masked_layers(model))
+    for _, layer in masked_layers(model):
+        link = 1.0 / layer.weight.shape[1] ** 0.5  # one value per layer: 1 / sqrt(fan_in)
+        assert torch.equal(layer.weight, torch.full_like(layer.weight, link))
+
+
+def test_straight_through_mask_is_binary_forward_soft_backward() -> None:
+    torch.manual_seed(0)
+    w = (0.2 * torch.randn(40, dtype=torch.float64)).requires_grad_()
+    upstream = torch.randn(40, dtype=torch.float64)
+    mask = binary_mask_straight_through(w, 5.0)
+    assert torch.equal(mask.detach(), (w.detach() > 0).double()), "forward is exactly 1[w > 0]"
+    (mask * upstream).sum().backward()
+    w_ref = w.detach().clone().requires_grad_()
+    (torch.sigmoid(5.0 * w_ref) * upstream).sum().backward()
+    assert torch.allclose(w.grad, w_ref.grad, rtol=1e-12, atol=1e-15)
+
+
+def test_binary_forward_trains_the_returned_network() -> None:
+    torch.manual_seed(2)
+    arch = Architecture(MLPConfig(hidden=(6,), activation="tanh"), (1, 3, 3), 3)
+    model = create_model(arch)
+    mask_model(model, init="normal", binary_forward=True)
+    make_weight_free(model)
+    x = torch.randn(16, 1, 3, 3)
+    trained = model(x)
+    plain = create_model(arch)
+    plain.load_state_dict(plain_state_dict(model))
+    assert torch.allclose(plain(x), trained, atol=1e-6), "no gap between trained and binary"
+    trained.square().sum().backward()
+    assert all(m.mask_logits.grad.abs().sum() > 0 for _, m in masked_layers(model))
 
 
 FAMILIES = [

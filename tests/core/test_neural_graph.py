@@ -19,7 +19,7 @@ def _static_graph(blocks: tuple[int, ...], k: int, op: OpSpec, seed: int = 0) ->
 def test_hallucinated_edge_gradient_is_inner_product_of_state_and_input_gradient() -> None:
     """dL/dw_uv = <Z_u, dL/dI_v> for every admissible edge, from an explicit computation."""
     blocks = (3, 4, 2)
-    graph = _static_graph(blocks, k=6, op=OpSpec("act", activation="tanh"))
+    graph = _static_graph(blocks, k=6, op=OpSpec("act", "none", "tanh"))
     graph.edges.weight.data.normal_()
     w = (graph.edges.weight * graph.edges.mask).detach().requires_grad_(True)  # real edges
     x = torch.randn(5, 3)
@@ -142,7 +142,7 @@ def test_continuous_graph_gradients_match_finite_differences(adjoint: bool) -> N
     edges = GraphEdges(torch.ones(n, n, dtype=torch.bool), k=14).double()
     graph = DynamicGraph(
         edges,
-        OpSpec("act", activation="tanh"),
+        OpSpec("act", "none", "tanh"),
         n_in=2,
         n_out=2,
         time="continuous",

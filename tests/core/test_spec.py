@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from archsearch.core.spec import METHOD_NAMES, TrainJob, parse_job_spec
+from archsearch.core.spec import METHOD_NAMES, OptimizerSpec, TrainJob, parse_job_spec
 
 
 @pytest.mark.parametrize("method", METHOD_NAMES)
@@ -30,3 +30,48 @@ def test_dataset_needs_exactly_one_source() -> None:
         parse_job_spec({"method": "train", "dataset": {}})
     with pytest.raises(ValidationError, match="exactly one"):
         parse_job_spec({"method": "train", "dataset": {"name": "digits", "id": "abc"}})
+
+
+def _method_defaults(method: str) -> dict[str, object]:
+    spec = parse_job_spec({"method": method, "dataset": {"name": "digits"}})
+    return spec.model_dump(mode="json")["training"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_partial_training_merges_over_the_method_defaults(method: str) -> None:
+    defaults = _method_defaults(method)
+    spec = parse_job_spec(
+        {"method": method, "dataset": {"name": "digits"}, "training": {"seed": 7}}
+    )
+    # The effective spec (what spec.json holds) differs from the defaults only in the seed.
+    assert spec.model_dump(mode="json")["training"] == {**defaults, "seed": 7}
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_partial_nested_optimizer_keeps_the_method_optimizer(method: str) -> None:
+    defaults = _method_defaults(method)
+    optimizer = defaults["optimizer"]
+    assert isinstance(optimizer, dict)
+    spec = parse_job_spec(
+        {"method": method, "dataset": {"name": "digits"}, "training": {"optimizer": {"lr": 0.02}}}
+    )
+    expected = {**defaults, "optimizer": {**optimizer, "lr": 0.02}}
+    assert spec.model_dump(mode="json")["training"] == expected
+
+
+def test_search_defaults_survive_a_seed_and_another_optimizer_starts_fresh() -> None:
+    seeded = parse_job_spec(
+        {"method": "search", "dataset": {"name": "digits"}, "training": {"seed": 1}}
+    )
+    assert (seeded.training.optimizer.name, seeded.training.optimizer.lr) == ("sgd", 0.1)
+    assert (seeded.training.epochs, seeded.training.batch_size) == (8, 64)
+    # Naming another optimiser drops SGD's lr 0.1 (it would be absurd for Adam).
+    adam = parse_job_spec(
+        {
+            "method": "search",
+            "dataset": {"name": "digits"},
+            "training": {"optimizer": {"name": "adam"}},
+        }
+    )
+    assert adam.training.optimizer == OptimizerSpec(name="adam")
+    assert adam.training.epochs == 8

@@ -11,7 +11,15 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.spec import DatasetRef, MLPConfig, ScheduleSpec, TrainingSpec
+from archsearch.core.methods import train as train_method
+from archsearch.core.spec import (
+    DatasetRef,
+    MLPConfig,
+    ScheduleSpec,
+    TrainingSpec,
+    TrainJob,
+    parse_job_spec,
+)
 from archsearch.core.training import TrainHooks, fit, lr_factor, seed_everything
 
 
@@ -93,3 +101,31 @@ def test_training_learns_digits(digits) -> None:  # type: ignore[no-untyped-def]
     )
     assert outcome.test_accuracy > 0.85
     assert outcome.history[-1]["train_loss"] < outcome.history[0]["train_loss"]
+
+
+def _train_job(optimizer: dict[str, object]) -> TrainJob:
+    spec = parse_job_spec(
+        {
+            "method": "train",
+            "dataset": {"name": "digits"},
+            "training": {"epochs": 2, "optimizer": optimizer},
+        }
+    )
+    assert isinstance(spec, TrainJob)
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "collapsed"),
+    [({"name": "sgd", "lr": 5.0, "momentum": 0.0}, True), ({"name": "adam"}, False)],
+)
+def test_train_method_flags_a_collapsed_model(
+    optimizer: dict[str, object], collapsed: bool
+) -> None:
+    # An absurd learning rate kills every ReLU: one class for every input, finite loss.
+    spec = _train_job(optimizer)
+    result = train_method.run(spec, load_dataset(spec.dataset, ()), InMemoryContext())
+    codes = [warning.code for warning in result.warnings]
+    assert codes == (["collapsed_predictions"] if collapsed else [])
+    assert (result.metrics["predicted_classes"] == 1.0) == collapsed
+    assert (result.metrics["test_accuracy"] > 0.5) != collapsed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,8 @@ def transfer_spec(**fields):
 
 def test_transfer_uses_mask_and_fresh_initialisation(source, data_dirs) -> None:
     spec = transfer_spec(
-        training={"epochs": 1, "seed": 7, "optimizer": {"name": "sgd", "lr": 1e-9, "momentum": 0}}
+        first_layer="masked",
+        training={"epochs": 1, "seed": 7, "optimizer": {"name": "sgd", "lr": 1e-9, "momentum": 0}},
     )
     assert spec.referenced_jobs() == ["src"]
     data = load_dataset(spec.dataset, data_dirs, seed=7)
@@ -128,3 +130,58 @@ def test_baseline_mask_functions() -> None:
     assert all(b >= 0.8 * a - 1e-12 for a, b in zip(steps, steps[1:], strict=False)), (
         "at most 20% per round"
     )
+
+
+def test_default_budget_is_steps_and_first_layer_is_reshuffled(source, data_dirs) -> None:
+    spec = transfer_spec()
+    assert spec.steps == 1000 and spec.first_layer == "reshuffled"
+    assert transfer_spec(training={"epochs": 3}).steps is None, "explicit epochs win"
+    data = load_dataset(spec.dataset, data_dirs)
+    ctx = InMemoryContext(other_jobs={"src": source})
+    result = transfer.run(spec, data, ctx)
+    assert result.metrics["train_steps"] == pytest.approx(1000, rel=0.1)
+    assert len(result.history) <= 2 * transfer.EVALUATIONS
+    learned = tensors_from_bytes(source["mask.safetensors"])
+    used = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
+    assert int(used["layers.0"].sum()) == int(learned["layers.0"].sum())
+    assert not torch.equal(used["layers.0"], learned["layers.0"])
+    assert torch.equal(used["layers.1"], learned["layers.1"])
+    assert result.metrics["predicted_classes"] == 10 and result.warnings == []
+
+
+@pytest.fixture(scope="module")
+def mnist_source(data_dirs: tuple[Path, ...]):
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            "dataset": {"name": "mnist", "train_subset": 2000},
+            "model": SMALL,
+            "density": 0.2,
+            "training": {"epochs": 3},
+        }
+    )
+    ctx = InMemoryContext()
+    prune.run(spec, load_dataset(spec.dataset, data_dirs), ctx)
+    return ctx.artifacts
+
+
+@pytest.mark.parametrize(
+    ("name", "first_layer", "least"),
+    [("mnist", "reshuffled", 0.7), ("fashion_mnist", "reshuffled", 0.6), ("digits", "dense", 0.7)],
+)
+def test_default_transfer_learns_on_every_dataset(
+    mnist_source, data_dirs, name: str, first_layer: str, least: float
+) -> None:
+    spec = parse_job_spec(
+        {
+            "method": "transfer",
+            "source_job": "src",
+            "dataset": {"name": name, "samples_per_class": 20},
+            "first_layer": first_layer,  # digits' 8x8 inputs cannot take a 28x28 mask
+        }
+    )
+    data = load_dataset(spec.dataset, data_dirs)
+    result = transfer.run(spec, data, InMemoryContext(other_jobs={"src": mnist_source}))
+    assert math.isfinite(result.metrics["test_loss"])
+    assert result.metrics["test_accuracy"] >= least, "a collapsed model scores about 0.1"
+    assert result.warnings == []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 from pathlib import Path
 
 import httpx
@@ -25,7 +24,7 @@ from archsearch.core.export import load_model
 from archsearch.core.training import evaluate
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.tables import Job
-from tests.jobs.test_datasets_readers import (
+from tests.jobs.domain.datasets.test_readers import (
     MALFORMED,
     blobs,
     csv_bytes,
@@ -95,25 +94,24 @@ def test_every_format_uploads_once(
         again = httpx.post(
             f"{api_url}/v1/datasets", files={"file": (name, data)}, headers=auth_headers
         )
-        assert again.status_code == 200 and again.json()["id"] == first["id"], name  # stored once
-        assert first["num_classes"] == 3 and first["train_size"] + first["test_size"] in (
+        assert again.status_code == 200 and again.json()["id"] == first.id, name  # stored once
+        assert first.num_classes == 3 and first.train_size + first.test_size in (
             60,
             45,
             30,
         ), name
-        assert client.get_dataset(first["id"]) == first
+        assert client.get_dataset(first.id) == first
         with sessions() as session:
-            row = session.get(UploadedDataset, first["id"])
-            assert row is not None and row.class_counts == first["class_counts"]
-    listed = {d["name"]: d for d in client.datasets()}
+            row = session.get(UploadedDataset, first.id)
+            assert row is not None and row.class_counts == first.class_counts
+    listed = {d.name: d for d in client.datasets()}
     assert {"digits", "blobs.npz", "blobs.csv", "mnistlike.zip", "folders.zip"} <= set(listed)
-    assert listed["mnistlike.zip"]["input_shape"] == [1, 6, 6] and listed["blobs.csv"][
-        "input_shape"
-    ] == [5]
-    preview = Image.open(io.BytesIO(client.dataset_preview(listed["folders.zip"]["id"])))
+    assert listed["mnistlike.zip"].input_shape == [1, 6, 6]
+    assert listed["blobs.csv"].input_shape == [5]
+    preview = Image.open(io.BytesIO(client.dataset_preview(listed["folders.zip"].id)))
     assert preview.format == "PNG" and preview.size[1] == 3 * (32 + 2)  # one row per class
     with pytest.raises(ApiError) as caught:
-        client.dataset_preview(listed["blobs.npz"]["id"])
+        client.dataset_preview(listed["blobs.npz"].id)
     assert caught.value.status == 404 and "no preview" in str(caught.value.detail)
 
 
@@ -134,9 +132,8 @@ def test_malformed_uploads_are_refused_and_leave_nothing(
         assert words in caught.value.detail
     else:
         assert (caught.value.status, caught.value.error) == (422, "invalid_job")
-        assert (
-            caught.value.detail[0]["field"] == "file" and words in caught.value.detail[0]["message"]
-        )
+        (first_error, *_) = caught.value.detail
+        assert first_error.field == "file" and words in first_error.message
     assert dataset_rows(sessions) == rows
     assert store_files(service_env) == files
 
@@ -156,15 +153,15 @@ JOBS = {
 def test_every_method_trains_on_an_uploaded_dataset(
     client: ArchsearchClient, image_dataset: dict, tmp_path: Path, method: str
 ) -> None:
-    spec = {"method": method, "dataset": {"id": image_dataset["id"]}, **JOBS[method]}
-    job = client.wait(client.submit(spec)["id"], timeout=240)
-    assert job["status"] == "succeeded", job["error"]
-    paths = {p.name: p for p in client.download_all(job["id"], tmp_path)}
+    spec = {"method": method, "dataset": {"id": image_dataset.id}, **JOBS[method]}
+    job = client.wait(client.submit(spec).id, timeout=240)
+    assert job.status == "succeeded", job.error
+    paths = {p.name: p for p in client.download_all(job.id, tmp_path)}
     architecture = json.loads(paths["architecture.json"].read_text())
-    assert architecture["input_shape"] == image_dataset["input_shape"] == [1, 8, 8]
+    assert architecture["input_shape"] == image_dataset.input_shape == [1, 8, 8]
     assert architecture["num_classes"] == 4
-    assert json.loads(paths["spec.json"].read_text())["dataset"]["id"] == image_dataset["id"]
-    assert 0.0 <= job["latest_metrics"]["test_accuracy"] <= 1.0
+    assert json.loads(paths["spec.json"].read_text())["dataset"]["id"] == image_dataset.id
+    assert 0.0 <= job.latest_metrics["test_accuracy"] <= 1.0
 
 
 def test_downloaded_model_reproduces_accuracy_on_the_uploaded_test_split(
@@ -172,33 +169,30 @@ def test_downloaded_model_reproduces_accuracy_on_the_uploaded_test_split(
 ) -> None:
     spec = {
         "method": "train",
-        "dataset": {"id": image_dataset["id"]},
+        "dataset": {"id": image_dataset.id},
         "training": {"epochs": 10, "batch_size": 16, "optimizer": {"lr": 0.01}},
     }
-    job = client.wait(client.submit(spec)["id"], timeout=240)
-    assert job["status"] == "succeeded", job["error"]
-    paths = {p.name: p for p in client.download_all(job["id"], tmp_path)}
+    job = client.wait(client.submit(spec).id, timeout=240)
+    assert job.status == "succeeded", job.error
+    paths = {p.name: p for p in client.download_all(job.id, tmp_path)}
     model = load_model(
         paths["architecture.json"].read_text(), paths["model.safetensors"].read_bytes()
     )
     # Independently of the worker: the stored test split, normalised by numpy with the
     # statistics the API reports.
     stored = (
-        Path(service_env["ARCHSEARCH_ARTIFACT_ROOT"])
-        / "datasets"
-        / image_dataset["id"]
-        / "data.npz"
+        Path(service_env["ARCHSEARCH_ARTIFACT_ROOT"]) / "datasets" / image_dataset.id / "data.npz"
     )
     with np.load(stored, allow_pickle=False) as arrays:
         x_test, y_test = arrays["x_test"].astype(np.float64), arrays["y_test"]
-    x_test = (x_test - image_dataset["mean"][0]) / image_dataset["std"][0]
+    x_test = (x_test - image_dataset.mean[0]) / image_dataset.std[0]
     _, accuracy = evaluate(
         model,
         torch.from_numpy(x_test.astype(np.float32)),
         torch.from_numpy(y_test),
         torch.device("cpu"),
     )
-    assert accuracy == pytest.approx(job["latest_metrics"]["test_accuracy"], abs=1e-9)
+    assert accuracy == pytest.approx(job.latest_metrics["test_accuracy"], abs=1e-9)
     assert accuracy >= 0.9  # brightness separates the four classes
 
 
@@ -210,37 +204,37 @@ def test_delete_is_refused_while_a_job_runs_then_removes_everything(
 ) -> None:
     x, y = blobs(classes=2, per_class=400, shape=(4,), seed=5)
     dataset = upload(client, tmp_path, "long.npz", npz_bytes(x=x, y=y))
-    cnn = {"method": "train", "dataset": {"id": dataset["id"]}, "model": {"name": "cnn"}}
+    cnn = {"method": "train", "dataset": {"id": dataset.id}, "model": {"name": "cnn"}}
     with pytest.raises(ApiError) as caught:
         client.submit(cnn)  # a table cannot feed a CNN: refused at submit, not minutes later
-    assert caught.value.status == 422 and caught.value.detail[0]["field"] == "model"
+    assert caught.value.status == 422 and caught.value.detail[0].field == "model"
 
     long_job = client.submit(
         {
             "method": "train",
-            "dataset": {"id": dataset["id"]},
+            "dataset": {"id": dataset.id},
             "training": {"epochs": 500, "batch_size": 8},
         }
     )
-    _wait_status(client, long_job["id"], "running")
+    _wait_status(client, long_job.id, "running")
     with pytest.raises(ApiError) as caught:
-        client.delete_dataset(dataset["id"])
-    assert caught.value.status == 409 and long_job["id"] in caught.value.detail
-    assert client.get_dataset(dataset["id"])["id"] == dataset["id"]
+        client.delete_dataset(dataset.id)
+    assert caught.value.status == 409 and str(long_job.id) in caught.value.detail
+    assert client.get_dataset(dataset.id).id == dataset.id
 
-    client.cancel(long_job["id"])
-    assert client.wait(long_job["id"], timeout=60)["status"] == "cancelled"
-    client.delete_dataset(dataset["id"])
-    assert not any(f.startswith(dataset["id"]) for f in store_files(service_env))
+    client.cancel(long_job.id)
+    assert client.wait(long_job.id, timeout=60).status == "cancelled"
+    client.delete_dataset(dataset.id)
+    assert not any(f.startswith(dataset.id) for f in store_files(service_env))
     with sessions() as session:
-        assert session.get(UploadedDataset, dataset["id"]) is None
-        assert session.get(Job, uuid.UUID(long_job["id"])) is not None  # the job's record stays
+        assert session.get(UploadedDataset, dataset.id) is None
+        assert session.get(Job, long_job.id) is not None  # the job's record stays
     with pytest.raises(ApiError) as caught:
-        client.get_dataset(dataset["id"])
+        client.get_dataset(dataset.id)
     assert caught.value.status == 404
     with pytest.raises(ApiError) as caught:
-        client.submit({"method": "train", "dataset": {"id": dataset["id"]}})
-    assert caught.value.status == 422 and caught.value.detail[0]["field"] == "dataset.id"
+        client.submit({"method": "train", "dataset": {"id": dataset.id}})
+    assert caught.value.status == 422 and caught.value.detail[0].field == "dataset.id"
 
 
 def test_cli_upload_list_show_delete(api_url: str, tmp_path: Path, token: str) -> None:
@@ -294,27 +288,27 @@ def test_a_delete_waits_for_a_submit_in_flight_and_then_sees_its_job(
     from archsearch.core.spec import parse_job_spec
     from archsearch.jobs.domain import repository as job_repository
     from archsearch.jobs.domain.datasets import service as uploads
-    from archsearch.jobs.domain.datasets.errors import DatasetInUse
+    from archsearch.jobs.domain.errors import DatasetInUse
     from archsearch.jobs.platform.settings import Settings
 
     x, y = blobs(classes=2, per_class=10, shape=(3,), seed=11)
     dataset = upload(client, tmp_path, "race.npz", npz_bytes(x=x, y=y))
     settings = Settings(artifact_root=Path(service_env["ARCHSEARCH_ARTIFACT_ROOT"]))
-    spec = parse_job_spec({"method": "train", "dataset": {"id": dataset["id"]}})
+    spec = parse_job_spec({"method": "train", "dataset": {"id": dataset.id}})
     with sessions() as submitting, sessions() as deleting:
-        assert uploads.input_shape_for_job(submitting, dataset["id"]) == (
+        assert uploads.input_shape_for_job(submitting, dataset.id) == (
             3,
         )  # validated, not committed
         deleting.execute(text("SET LOCAL lock_timeout = '300ms'"))
         with pytest.raises(OperationalError, match="lock timeout"):
-            uploads.delete_dataset(deleting, settings, dataset["id"])
+            uploads.delete_dataset(deleting, settings, dataset.id)
         deleting.rollback()
         job = job_repository.create_job(submitting, "train", spec.model_dump(mode="json"), None)
         submitting.commit()  # queued (never enqueued: only its row matters here)
         with pytest.raises(DatasetInUse, match=str(job.id)):
-            uploads.delete_dataset(deleting, settings, dataset["id"])
+            uploads.delete_dataset(deleting, settings, dataset.id)
         deleting.rollback()
         job_repository.request_cancel(submitting, job.id)
         submitting.commit()
-        uploads.delete_dataset(deleting, settings, dataset["id"])
-    assert not any(f.startswith(dataset["id"]) for f in store_files(service_env))
+        uploads.delete_dataset(deleting, settings, dataset.id)
+    assert not any(f.startswith(dataset.id) for f in store_files(service_env))

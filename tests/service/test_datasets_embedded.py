@@ -17,12 +17,13 @@ from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
 from tests.conftest import SHARED_DATASETS
-from tests.jobs.test_datasets_readers import blobs, csv_bytes, npz_bytes
+from tests.jobs.domain.datasets.test_readers import blobs, csv_bytes, npz_bytes
 
 
 @pytest.fixture()
 def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Services]]:
-    # Everything explicit, so no ARCHSEARCH_* variable of the environment turns this into a team setup.
+    # Everything explicit, so no ARCHSEARCH_* variable of the environment turns this into a
+    # team setup.
     settings = Settings(
         home=tmp_path,
         database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",

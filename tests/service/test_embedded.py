@@ -34,10 +34,10 @@ def test_embedded_serve_runs_jobs_and_survives_a_restart(tmp_path: Path) -> None
     try:
         with ArchsearchClient(f"http://127.0.0.1:{port}") as client:
             quick = client.wait(
-                client.submit({"method": "train", "dataset": {"name": "digits"}})["id"], timeout=120
+                client.submit({"method": "train", "dataset": {"name": "digits"}}).id, timeout=120
             )
-            assert quick["status"] == "succeeded", quick["error"]
-            files = client.download_all(quick["id"], tmp_path / "quick")
+            assert quick.status == "succeeded", quick.error
+            files = client.download_all(quick.id, tmp_path / "quick")
             assert {"model.safetensors", "architecture.json", "curves.png"} <= {
                 p.name for p in files
             }
@@ -48,7 +48,7 @@ def test_embedded_serve_runs_jobs_and_survives_a_restart(tmp_path: Path) -> None
                 "dataset": {"name": "mnist", "train_subset": 8000},
                 "training": {"epochs": 5, "batch_size": 64},
             }
-            long_id = client.submit(long_spec)["id"]
+            long_id = client.submit(long_spec).id
             deadline = time.monotonic() + 120
             while len(client.metrics(long_id).get("test_accuracy", [])) < 2:
                 assert time.monotonic() < deadline, "no epoch finished"
@@ -57,9 +57,9 @@ def test_embedded_serve_runs_jobs_and_survives_a_restart(tmp_path: Path) -> None
         server = start_embedded(home, port, tmp_path)
         with ArchsearchClient(f"http://127.0.0.1:{port}") as client:
             final = client.wait(long_id, timeout=180)
-            assert final["status"] == "succeeded", final["error"]
-            assert final["attempts"] == 2
-            assert any("resuming from checkpoint" in e["reason"] for e in client.events(long_id))
+            assert final.status == "succeeded", final.error
+            assert final.attempts == 2
+            assert any("resuming from checkpoint" in e.reason for e in client.events(long_id))
     finally:
         server.stop()
     assert (home / "archsearch.db").is_file()

@@ -39,12 +39,12 @@ def test_train_job_end_to_end(
     client: ArchsearchClient, sessions: sessionmaker[Session], tmp_path
 ) -> None:
     job = client.submit(DIGITS_JOB)
-    assert job["status"] == "queued"
-    final = client.wait(job["id"], timeout=120)
-    assert final["status"] == "succeeded", final["error"]
-    assert final["progress"] == 1.0 and final["attempts"] == 1
+    assert job.status == "queued"
+    final = client.wait(job.id, timeout=120)
+    assert final.status == "succeeded", final.error
+    assert final.progress == 1.0 and final.attempts == 1
 
-    job_id = uuid.UUID(job["id"])
+    job_id = job.id
     with sessions() as session:
         events = [
             e.to_status
@@ -62,12 +62,12 @@ def test_train_job_end_to_end(
     assert STANDARD_ARTIFACTS <= set(stored)
     assert len(epochs) == 3
 
-    series = client.metrics(job["id"])
-    assert [p["value"] for p in series["test_accuracy"]][-1] == pytest.approx(
-        final["latest_metrics"]["test_accuracy"]
+    series = client.metrics(job.id)
+    assert [p.value for p in series["test_accuracy"]][-1] == pytest.approx(
+        final.latest_metrics["test_accuracy"]
     )
 
-    paths = {p.name: p for p in client.download_all(job["id"], tmp_path)}
+    paths = {p.name: p for p in client.download_all(job.id, tmp_path)}
     for name, path in paths.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == stored[name].sha256
         assert path.stat().st_size == stored[name].size
@@ -78,14 +78,14 @@ def test_train_job_end_to_end(
     )
     data = load_dataset(DatasetRef(name="digits"), ())
     _, accuracy = evaluate(model, data.x_test, data.y_test, torch.device("cpu"))
-    assert accuracy == pytest.approx(final["latest_metrics"]["test_accuracy"], abs=1e-9)
+    assert accuracy == pytest.approx(final.latest_metrics["test_accuracy"], abs=1e-9)
 
 
 def test_download_headers_and_range(
     client: ArchsearchClient, api_url: str, auth_headers: dict[str, str]
 ) -> None:
-    job = client.wait(client.submit(DIGITS_JOB)["id"], timeout=120)
-    url = f"{api_url}/v1/jobs/{job['id']}/artifacts/model.safetensors"
+    job = client.wait(client.submit(DIGITS_JOB).id, timeout=120)
+    url = f"{api_url}/v1/jobs/{job.id}/artifacts/model.safetensors"
     full = httpx.get(url, headers=auth_headers)
     assert full.status_code == 200
     assert int(full.headers["content-length"]) == len(full.content)
@@ -141,21 +141,21 @@ def test_invalid_specs_are_422_naming_the_field(
         client.submit(body)
     assert caught.value.status == 422
     details = caught.value.detail
-    assert any(d["field"] == field and words in d["message"] for d in details), details
+    assert any(d.field == field and words in d.message for d in details), details
     assert count_jobs(sessions) == before  # nothing stored for a rejected job
 
 
 def test_unknown_things_are_404(
     client: ArchsearchClient, api_url: str, auth_headers: dict[str, str]
 ) -> None:
-    job = client.wait(client.submit(DIGITS_JOB)["id"], timeout=120)
+    job = client.wait(client.submit(DIGITS_JOB).id, timeout=120)
     for path in (
         f"/v1/jobs/{uuid.uuid4()}",
         "/v1/jobs/not-a-uuid",
         f"/v1/jobs/{uuid.uuid4()}/artifacts",
-        f"/v1/jobs/{job['id']}/artifacts/nothing.bin",
-        f"/v1/jobs/{job['id']}/artifacts/..%2F..%2F..%2Fetc%2Fpasswd",
-        f"/v1/jobs/{job['id']}/artifacts/%2E%2E",
+        f"/v1/jobs/{job.id}/artifacts/nothing.bin",
+        f"/v1/jobs/{job.id}/artifacts/..%2F..%2F..%2Fetc%2Fpasswd",
+        f"/v1/jobs/{job.id}/artifacts/%2E%2E",
     ):
         response = httpx.get(api_url + path, headers=auth_headers)
         assert response.status_code == 404, path
@@ -164,12 +164,12 @@ def test_unknown_things_are_404(
 
 
 def test_cancel_finished_job_is_409(client: ArchsearchClient) -> None:
-    job = client.wait(client.submit(DIGITS_JOB)["id"], timeout=120)
+    job = client.wait(client.submit(DIGITS_JOB).id, timeout=120)
     with pytest.raises(ApiError) as caught:
-        client.cancel(job["id"])
+        client.cancel(job.id)
     assert caught.value.status == 409
     assert "succeeded" in str(caught.value.detail)
-    assert client.get_job(job["id"])["status"] == "succeeded"
+    assert client.get_job(job.id).status == "succeeded"
 
 
 LONG_JOB = {
@@ -182,18 +182,18 @@ LONG_JOB = {
 def test_cancel_queued_and_running_jobs(client: ArchsearchClient) -> None:
     running = client.submit(LONG_JOB)
     queued = client.submit(DIGITS_JOB)  # waits behind the long job: the worker runs one at a time
-    _wait_status(client, running["id"], "running")
-    assert client.cancel(queued["id"])["status"] == "cancelled"  # at once
-    assert client.cancel(running["id"])["cancel_requested"] is True
-    final = client.wait(running["id"], timeout=60)
-    assert final["status"] == "cancelled"
-    assert [e["to_status"] for e in client.events(running["id"])] == [
+    _wait_status(client, running.id, "running")
+    assert client.cancel(queued.id).status == "cancelled"  # at once
+    assert client.cancel(running.id).cancel_requested is True
+    final = client.wait(running.id, timeout=60)
+    assert final.status == "cancelled"
+    assert [e.to_status for e in client.events(running.id)] == [
         "queued",
         "running",
         "cancelled",
     ]
     # The cancelled queued job is never run, even when its message reaches the worker.
-    assert client.wait(queued["id"], timeout=5)["attempts"] == 0
+    assert client.wait(queued.id, timeout=5).attempts == 0
 
 
 def _wait_status(client: ArchsearchClient, job_id: str, status: str, timeout: float = 60) -> dict:
@@ -202,7 +202,7 @@ def _wait_status(client: ArchsearchClient, job_id: str, status: str, timeout: fl
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job = client.get_job(job_id)
-        if job["status"] == status:
+        if job.status == status:
             return job
         time.sleep(0.1)
     raise TimeoutError(f"job {job_id} never became {status}")
@@ -214,36 +214,36 @@ def test_diverging_job_fails_with_actionable_message(client: ArchsearchClient) -
         "dataset": {"name": "digits"},
         "training": {"epochs": 3, "optimizer": {"name": "sgd", "lr": 10.0, "momentum": 0.99}},
     }
-    job = client.wait(client.submit(spec)["id"], timeout=120)
-    assert job["status"] == "failed"
-    assert "diverged" in job["error"] and "optimizer.lr" in job["error"]
-    assert job["attempts"] == 1  # a user error is never retried
+    job = client.wait(client.submit(spec).id, timeout=120)
+    assert job.status == "failed"
+    assert "diverged" in job.error and "optimizer.lr" in job.error
+    assert job.attempts == 1  # a user error is never retried
 
 
 def test_list_filters_and_cursor_pagination(client: ArchsearchClient) -> None:
     label = f"page-{uuid.uuid4().hex[:6]}"
-    ids = [client.submit({**DIGITS_JOB, "label": label})["id"] for _ in range(5)]
+    ids = [client.submit({**DIGITS_JOB, "label": label}).id for _ in range(5)]
     for job_id in ids:
         client.wait(job_id, timeout=120)
     seen, cursor = [], None
     while True:
         page = client.list_jobs(method=["train"], limit=2, cursor=cursor)
-        assert len(page["data"]) <= 2
-        seen += [j["id"] for j in page["data"]]
-        if not (cursor := page["next_cursor"]):
+        assert len(page.data) <= 2
+        seen += [j.id for j in page.data]
+        if not (cursor := page.next_cursor):
             break
     mine = [job_id for job_id in seen if job_id in ids]
     assert mine == list(reversed(ids))  # newest first, each once
     assert len(seen) == len(set(seen))
-    failed = client.list_jobs(status=["failed"], limit=500)["data"]
-    assert all(j["status"] == "failed" for j in failed)
+    failed = client.list_jobs(status=["failed"], limit=500).data
+    assert all(j.status == "failed" for j in failed)
     with pytest.raises(ApiError) as caught:
         client.list_jobs(cursor="garbage")
     assert caught.value.status == 422
 
 
 def test_datasets_and_readiness(client: ArchsearchClient, api_url: str) -> None:
-    names = {d["name"] for d in client.datasets()}
+    names = {d.name for d in client.datasets()}
     assert {"digits", "mnist", "fashion_mnist"} <= names
     ready = httpx.get(f"{api_url}/readyz").json()
     assert ready == {"status": "ready", "checks": {"database": True, "queue": True}}
@@ -275,4 +275,4 @@ def test_jobs_missing_their_inputs_are_refused_at_submit(
     with pytest.raises(ApiError) as caught:
         client.submit(body)
     assert caught.value.status == 422
-    assert caught.value.detail[0]["field"] == field
+    assert caught.value.detail[0].field == field

@@ -11,7 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from archsearch.jobs.domain.tables import Base
+from archsearch.jobs.domain.metadata import metadata
 from archsearch.jobs.platform.db import make_engine
 from archsearch.jobs.platform.migrate import upgrade
 from tests.conftest import REPO_ROOT
@@ -24,7 +24,7 @@ def model_migration_drift(url: str) -> list[object]:
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
+            return list(compare_metadata(MigrationContext.configure(connection), metadata))
     finally:
         engine.dispose()
 

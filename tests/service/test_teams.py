@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.client import ApiError, ArchsearchClient
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.accounts.tokens import new_token, token_digest
+from archsearch.schemas.jobs import JobPublic
 from tests.service import procs
 from tests.service.conftest import Accounts
 
@@ -31,9 +32,9 @@ def bearer(token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def alice_job(api_url: str, worker: procs.Proc, accounts: Accounts) -> dict:
+def alice_job(api_url: str, worker: procs.Proc, accounts: Accounts) -> JobPublic:
     with ArchsearchClient(api_url, token=accounts.tokens["alice"]) as alice:
-        return alice.wait(alice.submit(QUICK)["id"], timeout=120)
+        return alice.wait(alice.submit(QUICK).id, timeout=120)
 
 
 def job_routes(api_url: str) -> list[tuple[str, str]]:
@@ -48,12 +49,12 @@ def job_routes(api_url: str) -> list[tuple[str, str]]:
 
 
 def test_another_team_cannot_see_or_touch_a_job(
-    api_url: str, accounts: Accounts, alice_job: dict
+    api_url: str, accounts: Accounts, alice_job: JobPublic
 ) -> None:
-    assert alice_job["status"] == "succeeded"
+    assert alice_job.status == "succeeded"
     routes = job_routes(api_url)
     assert len(routes) >= 7  # read, cancel, patch, metrics, events, artifacts, artifact
-    absent = str(uuid.uuid4())
+    absent, present = str(uuid.uuid4()), str(alice_job.id)
 
     def call(method: str, path: str, job_id: str, token: str) -> httpx.Response:
         url = api_url + path.replace("{job_id}", job_id).replace("{name}", "model.safetensors")
@@ -62,25 +63,23 @@ def test_another_team_cannot_see_or_touch_a_job(
 
     for method, path in routes:
         for user in ("carol", "dave"):
-            foreign = call(method, path, alice_job["id"], accounts.tokens[user])
+            foreign = call(method, path, str(alice_job.id), accounts.tokens[user])
             missing = call(method, path, absent, accounts.tokens[user])
             # Re-prioritising is for admins whatever the job: 403 says nothing of its existence.
             assert foreign.status_code == (403 if method == "PATCH" else 404), (user, method, path)
             # Indistinguishable from a job that does not exist.
             assert foreign.status_code == missing.status_code
-            assert foreign.text.replace(alice_job["id"], "ID") == missing.text.replace(absent, "ID")
-        same_team = call(method, path, alice_job["id"], accounts.tokens["bob"])
+            assert foreign.text.replace(present, "ID") == missing.text.replace(absent, "ID")
+        same_team = call(method, path, str(alice_job.id), accounts.tokens["bob"])
         assert same_team.status_code not in (401, 404), (method, path)
 
     with ArchsearchClient(api_url, token=accounts.tokens["carol"]) as carol:
-        assert alice_job["id"] not in [j["id"] for j in carol.iter_jobs()]
-        queue = carol._json("GET", "/v1/queue")
-        assert all(
-            j["team_id"] != alice_job["team_id"] for j in queue["running"] + queue["waiting"]
-        )
+        assert alice_job.id not in [j.id for j in carol.iter_jobs()]
+        queue = carol.queue()
+        assert all(j.team_id != alice_job.team_id for j in queue.running + queue.waiting)
     with ArchsearchClient(api_url, token=accounts.admin_token) as admin:
-        assert admin.get_job(alice_job["id"])["id"] == alice_job["id"]
-        assert alice_job["id"] in [j["id"] for j in admin.iter_jobs()]
+        assert admin.get_job(alice_job.id).id == alice_job.id
+        assert alice_job.id in [j.id for j in admin.iter_jobs()]
 
 
 def test_bad_tokens_are_refused_with_a_clear_message(
@@ -142,25 +141,21 @@ def test_events_record_who_did_what(api_url: str, worker: procs.Proc, accounts: 
             {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 20}}
         )
         queued = alice.submit(QUICK)
-        assert (
-            admin._json("PATCH", f"/v1/jobs/{queued['id']}", json={"priority": "low"})["priority"]
-            == -10
-        )
-        while alice.get_job(long_job["id"])["status"] != "running":
+        assert admin.set_priority(queued.id, "low").priority == -10
+        while alice.get_job(long_job.id).status != "running":
             pass
-        bob.cancel(queued["id"])
-        bob.cancel(long_job["id"])
-        alice.wait(long_job["id"], timeout=60)
-        actors = [(e["to_status"], e["actor"]) for e in alice.events(long_job["id"])]
+        bob.cancel(queued.id)
+        bob.cancel(long_job.id)
+        alice.wait(long_job.id, timeout=60)
+        actors = [(e.to_status, e.actor) for e in alice.events(long_job.id)]
         assert actors[0] == ("queued", "alice")
         assert actors[1][0] == "running" and ":" in actors[1][1]  # host:pid of the worker
         assert actors[-1] == ("cancelled", "bob")
-        assert [(e["to_status"], e["actor"]) for e in alice.events(queued["id"])][-1] == (
+        assert [(e.to_status, e.actor) for e in alice.events(queued.id)][-1] == (
             "cancelled",
             "bob",
         )
-        workers = admin._json("GET", "/v1/workers")["data"]
-        assert any(w["alive"] and w["device"] == "cpu" for w in workers)
+        assert any(w.alive and w.device == "cpu" for w in admin.workers())
 
 
 def test_uploaded_datasets_belong_to_their_team(api_url: str, accounts: Accounts, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -175,13 +170,13 @@ def test_uploaded_datasets_belong_to_their_team(api_url: str, accounts: Accounts
         ArchsearchClient(api_url, token=accounts.tokens["bob"]) as bob,
     ):
         mine = alice.upload_dataset(path)
-        assert bob.get_dataset(mine["id"])["id"] == mine["id"]  # same team
+        assert bob.get_dataset(mine.id).id == mine.id  # same team
         with pytest.raises(ApiError) as hidden:
-            carol.get_dataset(mine["id"])
+            carol.get_dataset(mine.id)
         assert hidden.value.status == 404
-        assert mine["id"] not in [d.get("id") for d in carol.datasets()]
+        assert mine.id not in [d.id for d in carol.datasets()]
         with pytest.raises(ApiError) as refused:
-            carol.submit({"method": "train", "dataset": {"id": mine["id"]}})
+            carol.submit({"method": "train", "dataset": {"id": mine.id}})
         assert refused.value.status == 422
         theirs = carol.upload_dataset(path)  # the same bytes make a dataset of carol's team
-        assert theirs["id"] != mine["id"]
+        assert theirs.id != mine.id

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -52,7 +51,7 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
     worker.stop()
     doomed = start_worker(service_env, log_dir, "doomed")
     with ArchsearchClient(api_url, token=token) as client:
-        job_id = client.submit(RESUMABLE_JOB)["id"]
+        job_id = client.submit(RESUMABLE_JOB).id
         # Kill after at least two epochs were checkpointed, before the job ends.
         wait_until(
             lambda: 2 <= len(client.metrics(job_id).get("test_accuracy", [])) < EPOCHS - 1,
@@ -60,7 +59,7 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
             "the job never checkpointed two epochs",
         )
         doomed.kill()  # SIGKILL to the whole process group: main process and pool child
-        assert client.get_job(job_id)["status"] == "running"
+        assert client.get_job(job_id).status == "running"
 
         rescuer = start_worker(service_env, log_dir, "rescuer")
         try:
@@ -71,21 +70,19 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
                 start_worker(service_env, log_dir, "worker")
             )  # restore the shared one
 
-        assert final["status"] == "succeeded", final["error"]
-        assert final["attempts"] == 2
-        reasons = [(e["to_status"], e["reason"]) for e in client.events(job_id)]
+        assert final.status == "succeeded", final.error
+        assert final.attempts == 2
+        reasons = [(e.to_status, e.reason) for e in client.events(job_id)]
         assert ("queued", reasons[2][1]) == reasons[2] and "lease expired" in reasons[2][1]
         assert reasons[3][0] == "running" and "resuming from checkpoint" in reasons[3][1]
         assert reasons[-1][0] == "succeeded"
 
         # One set of artifacts, and a history with every epoch exactly once.
         with sessions() as session:
-            names = list(
-                session.scalars(select(Artifact.name).where(Artifact.job_id == uuid.UUID(job_id)))
-            )
+            names = list(session.scalars(select(Artifact.name).where(Artifact.job_id == job_id)))
         assert len(names) == len(set(names)) and {"model.safetensors", "metrics.json"} <= set(names)
         path = client.download_artifact(job_id, "metrics.json", tmp_path / "metrics.json")
         history = json.loads(path.read_text())["history"]
         assert [row["epoch"] for row in history] == [float(e) for e in range(1, EPOCHS + 1)]
-        steps = [p["step"] for p in client.metrics(job_id)["test_accuracy"]]
+        steps = [p.step for p in client.metrics(job_id)["test_accuracy"]]
         assert len(steps) == EPOCHS == len(set(steps))

@@ -13,10 +13,10 @@ from fastapi.responses import FileResponse
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, StoreDep
-from archsearch.api.routes.jobs import JobId
-from archsearch.api.schemas import ArtifactPublic, ArtifactsPublic
+from archsearch.api.params import JobId
 from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.errors import NotFound
+from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
 
 router = APIRouter(prefix="/v1/jobs/{job_id}/artifacts", tags=["artifacts"])
 

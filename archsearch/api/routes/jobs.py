@@ -6,51 +6,30 @@ Every query is scoped to the caller's team (admins see all); another team's job 
 
 from __future__ import annotations
 
-import uuid
-from typing import Annotated, Literal
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
+from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep
-from archsearch.api.schemas import (
+from archsearch.api.params import JobId
+from archsearch.api.presenters import job_with_queue_state
+from archsearch.core.spec import JobSpec
+from archsearch.jobs.domain import repository, service
+from archsearch.jobs.domain.tables import JobStatus
+from archsearch.schemas.jobs import (
     EventPublic,
     EventsPublic,
     JobPublic,
     JobsPublic,
     MetricPoint,
     MetricsPublic,
+    Priority,
     PriorityUpdate,
 )
-from archsearch.core.spec import JobSpec
-from archsearch.jobs.domain import repository, scheduler, service
-from archsearch.jobs.domain.errors import NotFound
-from archsearch.jobs.domain.tables import Job, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-Priority = Literal["low", "normal", "high", "urgent"]
-
-
-async def parse_job_id(job_id: str) -> uuid.UUID:
-    # A malformed id names no job: 404, like any other unknown id.
-    try:
-        return uuid.UUID(job_id)
-    except ValueError:
-        raise NotFound(f"no job {job_id}") from None
-
-
-JobId = Annotated[uuid.UUID, Depends(parse_job_id)]
-
-
-def with_queue_state(session, job: Job, settings) -> JobPublic:  # type: ignore[no-untyped-def]
-    """`job` is an ORM Job or a plain row of the jobs table."""
-    public = JobPublic.model_validate(job)
-    if job.status == JobStatus.queued:
-        public.queue_position = scheduler.queue_position(session, job)
-        public.pending_reason = scheduler.pending_reason(
-            session, job, settings, public.queue_position
-        )
-    return public
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic)
@@ -74,6 +53,13 @@ async def list_jobs(
     principal: CurrentUser,
     status_: Annotated[list[JobStatus], Query(alias="status")] = [],  # noqa: B006
     method: Annotated[list[str], Query()] = [],  # noqa: B006
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            pattern="^[0-9a-fA-F]{1,32}$",
+            description="1 to 32 hex digits: only jobs whose id (without dashes) starts so",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> JobsPublic:
@@ -84,6 +70,7 @@ async def list_jobs(
         limit=limit,
         cursor=cursor,
         team_id=principal.team_filter,
+        id_prefix=id_prefix,
     )
     return JobsPublic(data=[JobPublic.model_validate(j) for j in jobs], next_cursor=next_cursor)
 
@@ -92,9 +79,9 @@ async def list_jobs(
 async def read_job(
     job_id: JobId, session: ReadSessionDep, principal: CurrentUser, settings: SettingsDep
 ) -> Response:
-    def read(sync_session):  # type: ignore[no-untyped-def]
+    def read(sync_session: Session) -> JobPublic:
         job = repository.read_job_row(sync_session, job_id, team_id=principal.team_filter)
-        return with_queue_state(sync_session, job, settings)
+        return job_with_queue_state(sync_session, job, settings)
 
     # The hottest route (clients poll it): serialise once, skipping FastAPI's second
     # validation of the response model; the schema is still documented by response_model.

@@ -4,7 +4,8 @@ checks datasets with this module without importing the engine.
 Built in: `digits` (shipped inside scikit-learn, no files), `mnist` and `fashion_mnist`
 (the four standard IDX files, gzip-compressed or not, in a data directory: the layout of
 `../shared/datasets`, of torchvision's `ROOT/MNIST/raw`, or of Debian's
-`/usr/share/datasets/fashion-mnist`).
+`/usr/share/datasets/fashion-mnist`). Which directories are searched is the caller's choice
+(`data_dirs`, from the service's settings); the engine itself knows no system path.
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ IDX_FILES = {
     "test_images": "t10k-images-idx3-ubyte",
     "test_labels": "t10k-labels-idx1-ubyte",
 }
-
-# Debian's dataset-fashion-mnist package installs here; found without configuration.
-SYSTEM_DATA_DIRS = (Path("/usr/share/datasets"),)
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ def _idx_file(folder: Path, stem: str) -> Path | None:
 def find_idx_files(name: str, data_dirs: tuple[Path, ...]) -> dict[str, Path] | None:
     """The four IDX files of `name` in the first data directory that has all of them."""
     info = dataset_info(name)
-    for root in (*data_dirs, *SYSTEM_DATA_DIRS):
+    for root in data_dirs:
         for folder_name in info.folder_names:
             found = {key: _idx_file(root / folder_name, stem) for key, stem in IDX_FILES.items()}
             if all(found.values()):
@@ -123,7 +121,7 @@ def require_available(name: str, data_dirs: tuple[Path, ...]) -> DatasetInfo:
     info = dataset_info(name)
     if not is_available(name, data_dirs):
         usable = [i.name for i in available_datasets(data_dirs)]
-        searched = ", ".join(str(d) for d in (*data_dirs, *SYSTEM_DATA_DIRS))
+        searched = ", ".join(str(d) for d in data_dirs)
         raise DatasetUnavailableError(
             f"dataset {name!r} is known but its IDX files are not in the data directory "
             f"(searched {searched}); put them in <data_dir>/{info.folder_names[0]}/ or set "

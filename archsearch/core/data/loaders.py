@@ -102,6 +102,11 @@ def load_dataset(ref: DatasetRef, data_dirs: tuple[Path, ...], seed: int = 0) ->
         raise NotImplementedError("uploaded datasets are resolved by the service layer")
     info = require_available(ref.name, data_dirs)
     data = _load_digits(info) if not info.needs_files else _load_idx_dataset(info, data_dirs)
+    return training_subset(data, ref, seed)
+
+
+def training_subset(data: Dataset, ref: DatasetRef, seed: int = 0) -> Dataset:
+    """The training samples `ref` asks for (`train_subset`, `samples_per_class`), seeded."""
     if ref.train_subset is None and ref.samples_per_class is None:
         return data
     keep = _subset_indices(data.y_train, ref, seed)

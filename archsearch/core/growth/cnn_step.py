@@ -22,12 +22,11 @@ from torch import nn
 
 from archsearch.core.growth import conv, solver
 from archsearch.core.growth.layer_step import (
-    GAMMAS,
     LayerGrowth,
     LayerPolicy,
     _none,
     _signed,
-    line_search,
+    amplitudes,
     one_sided_slopes,
 )
 
@@ -152,13 +151,19 @@ class PairStats:
         self.loss = loss.item()
 
 
+def pair_rtol(stats: PairStats, policy: LayerPolicy) -> float:
+    """The eigenvalue cut for statistics summed over every (sample, position) pair."""
+    return policy.rtol_for(stats.v_goal.shape[0] * stats.v_goal.shape[2], stats.b_in.dtype)
+
+
 def solve_pair(
     layers: list[nn.Conv2d], stats: PairStats, i: int, policy: LayerPolicy
 ) -> tuple[torch.Tensor, solver.Neurons]:
     b_mid = conv.patches(stats.mid, layers[i + 1])  # (n, p, L)
-    dw = conv.conv_best_update(stats.v_goal, b_mid, policy.rtol)  # (C2, p)
+    rtol = pair_rtol(stats, policy)
+    dw = conv.conv_best_update(stats.v_goal, b_mid, rtol)  # (C2, p)
     v_proj = stats.v_goal - torch.einsum("npl,op->nol", b_mid, dw)
-    neurons = conv.optimal_channels(stats.b_in, layers[i], layers[i + 1], v_proj, policy.rtol)
+    neurons = conv.optimal_channels(stats.b_in, layers[i], layers[i + 1], v_proj, rtol)
     return dw, solver.select(
         neurons, policy.max_neurons, policy.rel_threshold, policy.abs_threshold
     )
@@ -226,9 +231,8 @@ def grow_pair(
         assert generator is not None, "random channels need a seeded generator"
         neurons = solver.random_like(neurons, generator)
     loss_at = candidate(layers, act, stats, y, i, dw, neurons)
-    gamma0, loss0 = line_search(lambda g: loss_at(g, 0.0), GAMMAS, stats.loss)
-    gammas = GAMMAS + tuple(-g for g in GAMMAS) if policy.random else GAMMAS
-    gamma, loss1 = line_search(lambda g: loss_at(gamma0, g), gammas, loss0)
+    first, second = amplitudes(loss_at, stats.loss, policy)
+    gamma0, gamma = first.gamma, second.gamma
     if gamma == 0.0:
         neurons = _none(neurons)
     lam2 = neurons.lambdas[: neurons.count].square().sum().item() if not policy.random else 0.0
@@ -243,8 +247,12 @@ def grow_pair(
         gamma0=gamma0,
         gamma=gamma,
         loss_before=stats.loss,
-        loss_after=loss1,
+        loss_after=second.loss,
         predicted_decrease=predicted,
+        kept_directions=neurons.directions,
+        eig_rtol=pair_rtol(stats, policy),
+        gamma0_at_bound=first.at_bound,
+        gamma_at_bound=second.at_bound,
     )
     apply_pair(model, layers, i, dw, neurons, gamma0, gamma)
     return record
@@ -253,7 +261,7 @@ def grow_pair(
 def dw_rate(stats: PairStats, conv2: nn.Conv2d, dw: torch.Tensor) -> float:
     """<V_goal, dW* B_l> / n: the first-order decrease per unit gamma0."""
     move = torch.einsum("npl,op->nol", conv.patches(stats.mid, conv2), dw)
-    return float((stats.v_goal * move).sum()) / stats.v_goal.shape[0]
+    return float((stats.v_goal * move).sum()) / int(stats.v_goal.shape[0])
 
 
 @torch.no_grad()

@@ -83,7 +83,8 @@ def optimal_channels(
     v_proj: torch.Tensor,
     rtol: float,
 ) -> solver.Neurons:
-    """Channels as `solver.Neurons`: in_weights (K, q), out_weights (C2 K2, K) ordered (o, kernel)."""
+    """Channels as `solver.Neurons`: in_weights (K, q), out_weights (C2 K2, K) in (o, kernel)
+    order."""
     s, big_n = channel_statistics(x, conv1, conv2, v_proj)
     s64, n64 = s.double(), big_n.double()
     values, vectors = solver.eigh_psd(s64, rtol)  # (r,), (q, r)
@@ -96,7 +97,9 @@ def optimal_channels(
     # v is ordered (kernel, out); conv2's weight wants (out, kernel).
     omega = (v * root).reshape(k2, c2, -1).transpose(0, 1).reshape(c2 * k2, -1)
     alpha = ((scaled @ u) * root).T
-    return solver.Neurons(alpha.to(x.dtype).contiguous(), omega.to(x.dtype), lambdas.to(x.dtype))
+    return solver.Neurons(
+        alpha.to(x.dtype).contiguous(), omega.to(x.dtype), lambdas.to(x.dtype), values.numel()
+    )
 
 
 @torch.no_grad()

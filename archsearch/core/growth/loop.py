@@ -164,7 +164,7 @@ def run_growth(
         loss = F.cross_entropy(model(xb), yb)
         ensure_finite(loss, state.step)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        torch.autograd.backward(loss)
         if spec.training.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.training.max_grad_norm)
         optimizer.step()

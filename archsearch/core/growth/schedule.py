@@ -124,6 +124,7 @@ def policy_of(spec: GrowJob) -> LayerPolicy:
         g.lambda_stop,
         g.eig_rtol,
         random=g.neurons == "random",
+        max_amplitude=g.max_amplitude,
     )
 
 

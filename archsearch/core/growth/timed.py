@@ -50,7 +50,7 @@ def train_for_seconds(
             loss = F.cross_entropy(model(xb), yb)
             ensure_finite(loss, step)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            torch.autograd.backward(loss)
             optimizer.step()
             step += 1
         epoch += 1

@@ -30,6 +30,7 @@ from archsearch.core.growth.loop import run_growth
 from archsearch.core.growth.schedule import GrowState, architecture_for, hidden_widths
 from archsearch.core.growth.timed import train_for_seconds
 from archsearch.core.models import Architecture, create_model
+from archsearch.core.quality import prediction_check
 from archsearch.core.spec.grow import GROW_ACTIVATIONS, GrowJob
 from archsearch.core.spec.model_configs import MLPConfig
 from archsearch.core.training import evaluate, seed_everything
@@ -52,6 +53,8 @@ def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
         "seconds": state.seconds,
         **{f"width_{i}": float(w) for i, w in enumerate(widths)},
     }
+    quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss)
+    metrics.update(quality)
     baseline: list[dict[str, float]] = []
     if spec.growth.baseline:
         baseline = _baseline(spec, data, ctx, widths, state.seconds)
@@ -60,7 +63,7 @@ def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
         "growth.json", json_bytes(_growth_json(spec, state, widths, baseline)), "application/json"
     )
     ctx.save_artifact("growth.png", growth_png(state, baseline), "image/png")
-    return Result(metrics=metrics, history=state.history)
+    return Result(metrics=metrics, history=state.history, warnings=warnings)
 
 
 def start_model(spec: GrowJob, data: Dataset, ctx: RunContext) -> nn.Module:

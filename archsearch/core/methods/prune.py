@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from archsearch.core.context import Result, RunContext
+from archsearch.core.context import Result, RunContext, RunWarning
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.export import curves_png, json_bytes
 from archsearch.core.models import Architecture
@@ -33,6 +33,7 @@ from archsearch.core.pruning.build import (
 )
 from archsearch.core.pruning.plots import mask_logits_png
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
+from archsearch.core.quality import prediction_check
 from archsearch.core.spec.prune import PruneJob
 from archsearch.core.training import TrainHooks, evaluate, fit, seed_everything, steps_per_epoch
 
@@ -44,12 +45,13 @@ def mask_schedule(spec: PruneJob, data: Dataset) -> MaskSchedule:
         total_steps=spec.training.epochs
         * steps_per_epoch(len(data.x_train), spec.training.batch_size),
         adaptive=p.schedule == "adaptive",
+        penalised=p.schedule != "none",
         gamma=p.gamma,
         reach_fraction=p.reach_fraction,
         adapt_rate=p.adapt_rate,
         mask_lr=spec.mask_lr,
         mask_optimizer=spec.mask_optimizer,
-        logit_cap=spec.logit_init if spec.density is not None else None,
+        logit_cap=spec.logit_init if spec.density is not None and spec.cap_logits else None,
     )
 
 
@@ -79,11 +81,15 @@ def train_masks(
         hooks=trainer.hooks(),
         phase="prune",
     )
+    relaxed_accuracy = float("nan")
     if not masks_frozen(model):
-        # No target reached during training (constant penalty, or no target at all).
+        # No target reached during training (constant penalty, or no target at all): the
+        # network trained so far is the relaxed one; binarising must not change what it does.
+        relaxed_accuracy = evaluate(model, data.x_test, data.y_test, ctx.device)[1]
         if spec.density is not None:
             finalize_to_density(model, spec.density)
         freeze_masks(model)
+    trainer.relaxed_accuracy = relaxed_accuracy
     return model, trainer, outcome.history
 
 
@@ -160,8 +166,13 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         "test_loss": test_loss,
         "target_density": spec.density if spec.density is not None else float("nan"),
         "masks_frozen_at_step": float(trainer.frozen_at_step),
+        # Accuracy lost by binarising the relaxed network at the end (nan: the masks froze
+        # during training and the weights trained on the binary mask afterwards).
+        "binarisation_gap": trainer.relaxed_accuracy - test_acc,
         **density_report(model),
     }
+    quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss)
+    metrics.update(quality)
     ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")
     ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
@@ -182,6 +193,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         tuned, tuned_history = finetune(spec, data, ctx, architecture, pruned)
         loss, acc = evaluate(tuned, data.x_test, data.y_test, ctx.device)
         metrics.update(finetune_test_accuracy=acc, finetune_test_loss=loss)
+        warnings += _finetuned_check(tuned, data, ctx, acc, loss, metrics)
         save_pruned(ctx, tuned, architecture, suffix="-finetuned")
         history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
     for name, baseline in baseline_masks(spec, data, ctx, architecture, masks).items():
@@ -190,7 +202,21 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         )
     if history:
         ctx.save_artifact("curves.png", curves_png(history, "prune"), "image/png")
-    return Result(metrics=metrics, history=history)
+    return Result(metrics=metrics, history=history, warnings=warnings)
+
+
+def _finetuned_check(
+    model: torch.nn.Module,
+    data: Dataset,
+    ctx: RunContext,
+    accuracy: float,
+    loss: float,
+    metrics: dict[str, float],
+) -> list[RunWarning]:
+    """The collapse check on the bin -> real model too; its metrics get a `finetune_` prefix."""
+    quality, warnings = prediction_check(model, data, ctx.device, accuracy, loss)
+    metrics.update({f"finetune_{k}": v for k, v in quality.items()})
+    return [RunWarning(w.code, f"fine-tuned model (bin -> real): {w.message}") for w in warnings]
 
 
 def _frozen_epoch(trainer: MaskTrainer, spec: PruneJob, data: Dataset) -> int | None:

@@ -17,6 +17,7 @@ from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.export import count_parameters, curves_png, json_bytes, save_model
 from archsearch.core.models import Architecture, create_model
+from archsearch.core.quality import prediction_check
 from archsearch.core.search.compact import compact_architecture, compact_model, model_macs
 from archsearch.core.search.report import adjacency_png, graph_json, mask_bytes, swaps_png
 from archsearch.core.search.strategies import DENSE_FIRST, EdgeController, searchable_edges
@@ -134,4 +135,6 @@ def finish(
         "masked_model_macs": float(model_macs(model, architecture.input_shape)),
         "removed_nodes": float(sum(int((~k).sum()) for k in keeps)),
     }
-    return Result(metrics=metrics, history=history)
+    # The compact model is the one a user deploys; it computes what the masked one does.
+    quality, warnings = prediction_check(compact, data, ctx.device, compact_acc, compact_loss)
+    return Result(metrics={**metrics, **quality}, history=history, warnings=warnings)

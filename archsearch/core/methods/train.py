@@ -9,6 +9,7 @@ from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.export import count_macs, count_parameters, curves_png, save_model
 from archsearch.core.models import Architecture, create_model
+from archsearch.core.quality import prediction_check
 from archsearch.core.spec import TrainJob
 from archsearch.core.training import fit, seed_everything
 
@@ -27,4 +28,7 @@ def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
         "parameters": float(count_parameters(model)),
         "macs": float(count_macs(model, data.input_shape)),
     }
-    return Result(metrics=metrics, history=outcome.history)
+    quality, warnings = prediction_check(
+        model, data, ctx.device, outcome.test_accuracy, outcome.test_loss
+    )
+    return Result(metrics={**metrics, **quality}, history=outcome.history, warnings=warnings)

@@ -56,7 +56,9 @@ def build_graph(config: NeuralGraphConfig, input_shape: tuple[int, ...]) -> nn.M
         edges = (
             SparseEdges(sum(blocks), list(compact.edges))
             if compact
-            else GraphEdges(block_admissible(blocks), config.edge_budget(input_shape))
+            else GraphEdges(
+                block_admissible(blocks), config.edge_budget(input_shape), op.source_gain
+            )
         )
         offsets = _graph_hw(config, input_shape) if compact and compact.offsets else None
         return StaticGraph(blocks, edges, op, offsets_shape=offsets)
@@ -64,7 +66,9 @@ def build_graph(config: NeuralGraphConfig, input_shape: tuple[int, ...]) -> nn.M
     edges = (
         SparseEdges(n, list(compact.edges))
         if compact
-        else GraphEdges(torch.ones(n, n, dtype=torch.bool), config.edge_budget(input_shape))
+        else GraphEdges(
+            torch.ones(n, n, dtype=torch.bool), config.edge_budget(input_shape), op.source_gain
+        )
     )
     n_in = config.first_block(input_shape)
     return DynamicGraph(
@@ -94,6 +98,11 @@ class NeuralGraphClassifier(nn.Module):
             else nn.Flatten()
         )
         self.graphs = nn.ModuleList([build_graph(config, input_shape)])
+        # h_psi (eq. 1's output function) normalises MLP-style output nodes: they apply no
+        # op, and their unnormalised sums over hundreds of inputs feed the classifier.
+        self.head_norm = (
+            nn.BatchNorm1d(config.output_nodes) if config.node_op == "act" else nn.Identity()
+        )
         self.fc = nn.Linear(config.output_nodes, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -101,7 +110,7 @@ class NeuralGraphClassifier(nn.Module):
         if z.dim() == 2:
             z = z[:, :, None, None]  # MLP-style: one node per feature, (B, F, 1, 1)
         out = self.graphs[0](z)  # (B, output_nodes, H, W)
-        return self.fc(out.mean(dim=(2, 3)))  # (B, classes)
+        return self.fc(self.head_norm(out.mean(dim=(2, 3))))  # (B, classes)
 
 
 @register_model("neural_graph")

@@ -26,9 +26,11 @@ class GraphEdges(nn.Module):
     Args:
         admissible: (N, N) bool, admissible[v, u] is True when u -> v may be an edge.
         k: the edge budget of this graph (number of real edges), <= admissible.sum().
+        source_gain: 1 / E[Z_u^2] of the source states (2 after a ReLU of a normalised
+            input), so that the init keeps E[I_v^2] near 1.
     """
 
-    def __init__(self, admissible: torch.Tensor, k: int) -> None:
+    def __init__(self, admissible: torch.Tensor, k: int, source_gain: float = 1.0) -> None:
         super().__init__()
         n_adm = int(admissible.sum())
         assert admissible.dim() == 2, "admissible is a (targets, sources) matrix"
@@ -37,22 +39,30 @@ class GraphEdges(nn.Module):
         self.n_admissible = n_adm
         self.threshold: float | None = None  # last selection's k-th largest |w| (a search hint)
         self.gradient_to: GradientTo = "admissible"
+        self.source_gain = source_gain
         self.register_buffer("admissible", admissible.clone(), persistent=False)
-        self.weight = nn.Parameter(self._uniform_init(admissible, k))  # (N, N) target x source
+        self.weight = nn.Parameter(
+            self._uniform_init(admissible, k, source_gain)
+        )  # (N, N) target x source
         self.register_buffer("mask", topk_mask(self.weight.abs(), admissible, k).float())
 
     @staticmethod
-    def _uniform_init(admissible: torch.Tensor, real: int) -> torch.Tensor:
-        # Algorithm 1, line 2: uniform init; scaled to the average real in-degree
-        # (real / targets) so the pre-activations keep unit scale whatever the density.
+    def _uniform_init(admissible: torch.Tensor, real: int, source_gain: float) -> torch.Tensor:
+        # Algorithm 1, line 2: uniform init, one scale for the whole graph, so the top-k of
+        # |w| at init is a uniformly random graph (the paper's RG baseline, section 3). The
+        # scale is He's for the fan-in a node aggregates over all earlier blocks: the mean
+        # real in-degree (real / targets), var(w) = gain / fan-in. A per-node scale would
+        # bias the top-k towards nodes with few admissible sources; the normalisation at
+        # every node absorbs the remaining per-node differences (section 2.4).
         targets = max(1, int(admissible.any(1).sum()))
-        bound = math.sqrt(3.0 / max(1.0, real / targets))
+        bound = math.sqrt(3.0 * source_gain / max(1.0, real / targets))
         return torch.empty(admissible.shape).uniform_(-bound, bound) * admissible
 
     @torch.no_grad()
     def reinit_dense(self) -> None:
         """Re-draw the weights for a graph whose every admissible edge is real (dense start)."""
-        self.weight.copy_(self._uniform_init(self.admissible, int(self.admissible.sum())))
+        dense = int(self.admissible.sum())
+        self.weight.copy_(self._uniform_init(self.admissible, dense, self.source_gain))
 
     @property
     def num_nodes(self) -> int:

@@ -17,12 +17,6 @@ def with_bias_column(h: torch.Tensor) -> torch.Tensor:
     return torch.cat([h, torch.ones(h.shape[0], 1, dtype=h.dtype, device=h.device)], dim=1)
 
 
-def affine_weight(layer: nn.Linear) -> torch.Tensor:
-    """(out, in + 1): the weight with the bias as last column (zeros when bias-free)."""
-    bias = layer.bias if layer.bias is not None else torch.zeros(layer.out_features)
-    return torch.cat([layer.weight, bias.to(layer.weight)[:, None]], dim=1)
-
-
 @torch.no_grad()
 def nudge_linear(layer: nn.Linear, delta: torch.Tensor) -> None:
     """W <- W + delta in place, where delta (out, in + 1) carries the bias as last column."""

@@ -13,14 +13,39 @@ A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core.errors import UserError
-from archsearch.core.nn.two_temperature import two_temperature_sigmoid
+from archsearch.core.nn.two_temperature import (
+    binary_mask_straight_through,
+    two_temperature_sigmoid,
+)
+
+MaskInit = Literal["uniform", "half_normal", "normal"]
+
+
+def initial_logits(weight: torch.Tensor, scale: float, init: str) -> torch.Tensor:
+    """Initial mask logits shaped like `weight`.
+
+    uniform: in [scale / 2, scale], every connection on, with a spread that breaks the
+    symmetry of equal weights. half_normal: |N(0, scale)|, Algorithm A.1 step 3 of the
+    pruning paper. normal: N(0, scale), the "randomly initialized real-valued weights" of
+    the weight-free paper's Algorithm 1: half the connections on, at random, which breaks
+    the symmetry of a {0,1} network whose hidden units would otherwise all be identical.
+    """
+    shape, device = weight.shape, weight.device
+    if init == "half_normal":
+        return scale * torch.randn(shape, device=device).abs()
+    if init == "normal":
+        return scale * torch.randn(shape, device=device)
+    assert init == "uniform", f"unknown mask init {init!r}"
+    return scale * (0.5 + 0.5 * torch.rand(shape, device=device))
 
 
 class MaskedMixin:
@@ -31,17 +56,25 @@ class MaskedMixin:
     mask_frozen: torch.Tensor
     t_hard: float
     t_soft: float
+    binary_forward: bool
 
-    def init_mask(self, logit_init: float, t_hard: float, t_soft: float) -> None:
+    def init_mask(
+        self,
+        logit_init: float,
+        t_hard: float,
+        t_soft: float,
+        *,
+        init: str = "uniform",
+        binary_forward: bool = False,
+    ) -> None:
         module = self  # an nn.Module at run time
         assert isinstance(module, nn.Module), "MaskedMixin is mixed into nn.Module subclasses"
-        # Small, positive (every connection on) and random in [logit_init / 2, logit_init]:
-        # Algorithm A.1 draws w_0 ~ |N(0, eps)|; the spread breaks the symmetry of a
-        # weight-free network whose weights are all one.
-        logits = logit_init * (0.5 + 0.5 * torch.rand(self.weight.shape, device=self.weight.device))
-        module.register_parameter("mask_logits", nn.Parameter(logits))
+        module.register_parameter(
+            "mask_logits", nn.Parameter(initial_logits(self.weight, logit_init, init))
+        )
         module.register_buffer("mask_frozen", torch.zeros((), dtype=torch.bool))
         self.t_hard, self.t_soft = t_hard, t_soft
+        self.binary_forward = binary_forward
 
     def hard_mask(self) -> torch.Tensor:
         return (self.mask_logits.detach() > 0).to(self.weight.dtype)  # same shape as weight
@@ -51,6 +84,8 @@ class MaskedMixin:
         # optimiser skips them (their .grad stays None).
         if bool(self.mask_frozen):
             return self.hard_mask()
+        if self.binary_forward:
+            return binary_mask_straight_through(self.mask_logits, self.t_soft)
         return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
 
     def masked_weight(self) -> torch.Tensor:
@@ -64,7 +99,8 @@ class MaskedLinear(MaskedMixin, nn.Linear):
 
 class MaskedConv2d(MaskedMixin, nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._conv_forward(x, self.masked_weight(), self.bias)
+        out: torch.Tensor = self._conv_forward(x, self.masked_weight(), self.bias)
+        return out
 
 
 def _masked_copy(module: nn.Module) -> MaskedLinear | MaskedConv2d:
@@ -80,15 +116,15 @@ def _masked_copy(module: nn.Module) -> MaskedLinear | MaskedConv2d:
             module.in_channels,
             module.out_channels,
             module.kernel_size,  # type: ignore[arg-type]
-            stride=module.stride,
-            padding=module.padding,
+            stride=module.stride,  # type: ignore[arg-type]
+            padding=module.padding,  # type: ignore[arg-type]
             dilation=module.dilation,  # type: ignore[arg-type]
             groups=module.groups,
             bias=module.bias is not None,
             padding_mode=module.padding_mode,
             device="meta",
         )
-    new.weight = module.weight  # type: ignore[assignment]  # the same Parameter object
+    new.weight = module.weight  # the same Parameter object
     new.bias = module.bias
     new.train(module.training)
     return new
@@ -119,6 +155,8 @@ def mask_model(
     logit_init: float = 0.05,
     t_hard: float = 100.0,
     t_soft: float = 10.0,
+    init: MaskInit = "uniform",
+    binary_forward: bool = False,
 ) -> list[str]:
     """Swap every prunable layer of `model` (in place) for its masked twin; return their names."""
     names = prunable_layer_names(model)
@@ -130,7 +168,7 @@ def mask_model(
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         layer = _masked_copy(parent.get_submodule(child))
-        layer.init_mask(logit_init, t_hard, t_soft)
+        layer.init_mask(logit_init, t_hard, t_soft, init=init, binary_forward=binary_forward)
         setattr(parent, child, layer)
     return masked
 
@@ -182,12 +220,25 @@ def layer_densities(model: nn.Module) -> dict[str, float]:
     return {name: float(m.float().mean()) for name, m in hard_masks(model).items()}
 
 
-def make_weight_free(model: nn.Module) -> None:
-    """The weight-free network of the second paper (eq. 11-12): masked weights are exactly
-    one, biases zero, and nothing but the mask logits is trained."""
+def fan_in(layer: MaskedLinear | MaskedConv2d) -> int:
+    """Inputs summed by one output unit: in_features, or in_channels / groups * kernel area."""
+    return math.prod(layer.weight.shape[1:])
+
+
+def make_weight_free(model: nn.Module, *, scaled: bool = True) -> None:
+    """The weight-free network of the second paper: every masked weight is one value b per
+    layer, biases zero, and nothing but the mask logits is trained.
+
+    The paper's binary networks take weights in {a, b}^d with fixed a, b (section 3, a = 0,
+    b = 1) on unit-norm 64-dim inputs, where unit sums stay small. On standardised inputs
+    and wider layers a sum of hundreds of unit links saturates tanh and blows ReLU up (logits
+    of ~5e4 were measured); `scaled` takes b = 1 / sqrt(fan_in), one constant per layer (not
+    per link, not trained), so a unit's sum stays on the scale of its inputs. The saved
+    plain model holds b * mask, so it computes exactly the trained function.
+    """
     with torch.no_grad():
         for _, layer in masked_layers(model):
-            layer.weight.fill_(1.0)
+            layer.weight.fill_(1.0 / math.sqrt(fan_in(layer)) if scaled else 1.0)
             if layer.bias is not None:
                 layer.bias.zero_()
     for name, param in model.named_parameters():

@@ -3,8 +3,10 @@
 - Static (section 2.1, 2.4, eq. 1-2): nodes are partitioned into blocks; edges only go from
   an earlier block to a later one. Every non-output node applies its op to its input
   I_v = sum_u w_uv Z_u: batch/instance norm, ReLU, 3x3 depthwise conv (one channel per
-  node; stride on the input nodes of a downsampling stage), or a plain activation for
-  MLP-style graphs. Output nodes apply nothing.
+  node; stride on the input nodes of a downsampling stage), or, for MLP-style graphs,
+  batch norm and an activation (section 2.4's node op without the conv: without the norm a
+  deep chain of unnormalised sums diverges at the paper's SGD lr 0.1). Output nodes apply
+  nothing.
 - Discrete time (eq. 11-12): S(l+1) = A conv(relu(norm(S(l)))) for `steps` steps, any edge
   (cycles and self-loops) admissible; the first nodes receive g(X) at l = 0.
 - Continuous time (eq. 13): dS/dt = A conv(relu(norm(S(t)))) solved with torchdiffeq
@@ -27,16 +29,28 @@ from torch import nn
 from archsearch.core.nn.graph_edges import Edges
 
 NodeOp = Literal["conv", "act"]
-Norm = Literal["instance", "batch"]
+Norm = Literal["instance", "batch", "none"]
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """What each node computes: `conv` (norm, ReLU, 3x3 depthwise conv) or `act` (activation)."""
+    """What each node computes: `conv` (norm, ReLU, 3x3 depthwise conv) or `act` (norm,
+    activation). `act` nodes normalise over the batch: their states are 1x1, and an instance
+    norm of a single value is zero. `none` leaves eq. 1's bare f (for checks by hand)."""
 
     kind: NodeOp = "conv"
     norm: Norm = "instance"
     activation: str = "relu"
+
+    @property
+    def effective_norm(self) -> Norm:
+        return "batch" if self.kind == "act" and self.norm == "instance" else self.norm
+
+    @property
+    def source_gain(self) -> float:
+        """E[Z_u^2] ratio to undo in the edge init: a ReLU after a norm halves it; the
+        conv op's kaiming init (gain 2) restores it."""
+        return 2.0 if self.kind == "act" and self.activation == "relu" else 1.0
 
 
 def mix(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -51,20 +65,21 @@ class NodeOps(nn.Module):
         super().__init__()
         self.spec = spec
         self.n = n
-        if spec.kind == "conv":
+        if spec.effective_norm != "none":
             self.norm_weight = nn.Parameter(torch.ones(n))
             self.norm_bias = nn.Parameter(torch.zeros(n))
+        if spec.effective_norm == "batch":
+            self.register_buffer("running_mean", torch.zeros(n))
+            self.register_buffer("running_var", torch.ones(n))
+        if spec.kind == "conv":
             # One 3x3 kernel per node; kaiming-normal for a depthwise (fan_in = 9) conv.
             self.conv_weight = nn.Parameter(torch.randn(n, 1, 3, 3) * (2.0 / 9.0) ** 0.5)
-            if spec.norm == "batch":
-                self.register_buffer("running_mean", torch.zeros(n))
-                self.register_buffer("running_var", torch.ones(n))
 
     def norm(self, x: torch.Tensor, a: int, b: int) -> torch.Tensor:
-        if self.spec.kind != "conv":
+        if self.spec.effective_norm == "none":
             return x
         weight, bias = self.norm_weight[a:b], self.norm_bias[a:b]
-        if self.spec.norm == "instance":
+        if self.spec.effective_norm == "instance":
             return F.instance_norm(x, weight=weight, bias=bias)
         # Slices of the running buffers are views: batch_norm updates them in place.
         return F.batch_norm(
@@ -133,7 +148,8 @@ class StaticGraph(nn.Module):
     def node_output(self, i: int, x: torch.Tensor) -> torch.Tensor:
         a, b = self.starts[i], self.starts[i + 1]
         if i == 0 and self.ops.spec.kind == "act":
-            return x  # MLP-style input nodes carry g(X) unchanged (eq. 1)
+            # MLP-style input nodes carry g(X) (eq. 1), here a per-feature normalisation.
+            return self.ops.norm(x, a, b)
         h = self.ops.act(self.ops.norm(x, a, b))
         return self.ops.conv(h, a, b, self.input_stride if i == 0 else 1)  # (B, n_i, H, W)
 

@@ -44,6 +44,8 @@ def build_masked_model(
         logit_init=spec.logit_init,
         t_hard=temps.t_hard,
         t_soft=temps.soft,
+        init=spec.mask_init,
+        binary_forward=spec.forward == "binary",
     )
     if (weights or spec.weights) == "free":
         make_weight_free(model)

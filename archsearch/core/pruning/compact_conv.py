@@ -74,7 +74,8 @@ def _constant(state: State, chain: ConvChain, k: int) -> torch.Tensor:
         eps = 1e-5  # nn.BatchNorm2d's default, used by every family here
         value = (value - state[f"{bn}.running_mean"]) / torch.sqrt(state[f"{bn}.running_var"] + eps)
         value = value * state[f"{bn}.weight"] + state[f"{bn}.bias"]
-    return ACTIVATIONS[chain.activation]()(value)
+    out: torch.Tensor = ACTIVATIONS[chain.activation]()(value)
+    return out
 
 
 def _drop_channel(state: State, chain: ConvChain, k: int, c: int) -> None:

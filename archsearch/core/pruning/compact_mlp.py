@@ -17,7 +17,8 @@ Bias = torch.Tensor | None
 
 
 def _act(name: str, x: torch.Tensor) -> torch.Tensor:
-    return ACTIVATIONS[name]()(x)
+    out: torch.Tensor = ACTIVATIONS[name]()(x)
+    return out
 
 
 def _remove_unit(

@@ -35,7 +35,8 @@ def normalized_laplacian_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
         torch.eye(len(adjacency), dtype=torch.float64)
         - inv_sqrt[:, None] * adjacency * inv_sqrt[None, :]
     )
-    return torch.linalg.eigvalsh(laplacian)  # (N,) ascending
+    eigenvalues: torch.Tensor = torch.linalg.eigvalsh(laplacian)  # (N,) ascending
+    return eigenvalues
 
 
 def mlp_weights(state: dict[str, torch.Tensor]) -> list[torch.Tensor]:

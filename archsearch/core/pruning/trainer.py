@@ -38,6 +38,7 @@ class MaskSchedule:
     target: float | None
     total_steps: int
     adaptive: bool = True
+    penalised: bool = True
     gamma: float = 1e-3
     reach_fraction: float = 0.6
     adapt_rate: float = 1.25
@@ -86,6 +87,7 @@ class MaskTrainer:
     gamma: float | None = None
     histograms: list[list[float]] = field(default_factory=list)
     frozen_at_step: int = -1
+    relaxed_accuracy: float = float("nan")  # test accuracy just before the final binarisation
 
     def __post_init__(self) -> None:
         s = self.schedule
@@ -95,7 +97,7 @@ class MaskTrainer:
         self.hist_range = (-1.1, 1.1 * s.logit_cap) if s.logit_cap is not None else (-1.5, 1.5)
         self.reach_step = max(1, math.ceil(s.reach_fraction * s.total_steps))
         self.force_step = min(s.total_steps, math.ceil(1.25 * self.reach_step))
-        if not s.adaptive:
+        if s.penalised and not s.adaptive:
             self.gamma = s.gamma
 
     def penalty(self) -> torch.Tensor:
@@ -113,7 +115,7 @@ class MaskTrainer:
 
     def planned_density(self, step: int) -> float:
         assert self.schedule.target is not None, "a plan needs a target density"
-        return self.schedule.target ** min(1.0, (step + 1) / self.reach_step)
+        return float(self.schedule.target ** min(1.0, (step + 1) / self.reach_step))
 
     def _calibrate(self) -> float:
         # First step: the grads hold the loss alone. Start where the pull toward -1 equals
@@ -138,7 +140,7 @@ class MaskTrainer:
     def after_step(self, step: int) -> dict[str, float]:
         s = self.schedule
         if not masks_frozen(self.model):
-            if self.gamma is None:
+            if self.gamma is None and self.schedule.penalised:
                 self.gamma = self._calibrate()
             self.optimizer.step()
             self._cap_logits()

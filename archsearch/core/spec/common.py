@@ -5,7 +5,7 @@ Pure pydantic (no torch), so the API validates jobs without importing the engine
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -57,6 +57,27 @@ class TrainingSpec(Frozen):
     schedule: ScheduleSpec = ScheduleSpec()
     seed: int = 0
     max_grad_norm: float | None = Field(default=None, gt=0)
+
+
+def merge_over_defaults(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` with every field it leaves out taken from `defaults`, recursively.
+
+    A nested object that names a different kind (another optimiser or schedule `name`)
+    replaces the default whole: the default's settings (SGD's lr 0.1 and momentum) belong to
+    the default's kind and would be wrong for the one asked for, which keeps its own defaults.
+    """
+    merged = dict(defaults)
+    for key, value in given.items():
+        default = defaults.get(key)
+        same_kind = isinstance(value, dict) and value.get("name", None) in (
+            None,
+            isinstance(default, dict) and default.get("name"),
+        )
+        if isinstance(value, dict) and isinstance(default, dict) and same_kind:
+            merged[key] = merge_over_defaults(default, value)
+        else:
+            merged[key] = value
+    return merged
 
 
 class ResourceSpec(Frozen):

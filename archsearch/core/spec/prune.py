@@ -7,7 +7,7 @@ the Laplacian spectra of section 5). Torch-free: the API validates these without
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,13 +42,29 @@ class PenaltySpec(Frozen):
     raises it (by at most x `adapt_rate` a step) whenever the density lags behind a
     geometric path from 1 to the target, reached after `reach_fraction` of the training:
     the paper tunes gamma by hand "to reach the target sparsity in a similar number of
-    epochs"; this does it for the user. `constant` keeps gamma fixed.
+    epochs"; this does it for the user. `constant` keeps gamma fixed. `none`: no penalty,
+    as in the weight-free paper's Algorithm 1 (the loss alone decides the architecture).
     """
 
-    schedule: Literal["adaptive", "constant"] = "adaptive"
+    schedule: Literal["adaptive", "constant", "none"] = "adaptive"
     gamma: float = Field(default=1e-3, gt=0, description="initial (or constant) strength")
     reach_fraction: float = Field(default=0.6, gt=0, le=1)
     adapt_rate: float = Field(default=1.25, gt=1, le=10)
+
+
+# Defaults of `weights: free` ("Disentangling Neural Architectures and Weights"), measured on
+# digits, MNIST and Fashion-MNIST subsets (docs/jobs.md): one hidden layer, because with
+# links in {0, b} every unit of a deeper layer sums non-negative activations and the network
+# loses its signs; no density target and no penalty, as in Algorithm 1, because freezing a
+# weight-free network at a target leaves nothing to train; the exact binary forward and
+# random signed initial logits (half the links on), see `nn/masked.py`.
+WEIGHT_FREE_DEFAULTS: dict[str, Any] = {
+    "model": {"name": "mlp", "hidden": [128], "activation": "relu"},
+    "density": None,
+    "penalty": {"schedule": "none"},
+    "forward": "binary",
+    "mask_init": "normal",
+}
 
 
 class PruneJob(JobBase):
@@ -71,6 +87,22 @@ class PruneJob(JobBase):
     temperatures: TemperatureSpec = TemperatureSpec()
     penalty: PenaltySpec = PenaltySpec()
     logit_init: float = Field(default=0.05, gt=0, le=1, description="initial mask logit")
+    mask_init: Literal["uniform", "half_normal", "normal"] = Field(
+        default="uniform",
+        description="initial logits: uniform in [logit_init/2, logit_init]; half_normal "
+        "|N(0, logit_init)| (Algorithm A.1); normal N(0, logit_init), half the links on "
+        "(weight-free Algorithm 1; the default for weights 'free')",
+    )
+    forward: Literal["relaxed", "binary"] = Field(
+        default="relaxed",
+        description="relaxed: sigmoid(t_hard w) forward; binary: the exact mask 1[w > 0] "
+        "forward (t_hard = infinity) with the t_soft gradient (the default for weights "
+        "'free', so the trained network is the returned one)",
+    )
+    cap_logits: bool = Field(
+        default=True,
+        description="with a density target, logits never rise above logit_init",
+    )
     mask_lr: float = Field(
         default=0.01, gt=0, le=10, description="step size of the mask logits (alpha in eq. 15)"
     )
@@ -88,11 +120,23 @@ class PruneJob(JobBase):
         default=(), description="also save mask-<baseline>.safetensors at the same density"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _weight_free_defaults(cls, data: Any) -> Any:
+        # A {0,1} network needs its own defaults to learn; fields the user gives win, and
+        # spec.json records the values that ran.
+        if isinstance(data, dict) and data.get("weights") == "free":
+            return {**WEIGHT_FREE_DEFAULTS, **data}
+        return data
+
     @model_validator(mode="after")
     def _baselines_need_density(self) -> PruneJob:
         if self.baselines and self.density is None:
             raise ValueError("baselines are pruned to the same density: set 'density'")
         return self
+
+
+TRANSFER_STEPS = 1000
 
 
 class TransferJob(JobBase):
@@ -109,6 +153,33 @@ class TransferJob(JobBase):
         description="learned: the job's mask; random / reshuffle: drawn here at the same "
         "(global / per-layer) density; magnitude / imp: the job's saved baseline masks",
     )
+    # Measured MNIST -> Fashion-MNIST (50 per class, density 0.1, 1000 steps): the learned
+    # mask as is loses to a random one (it cuts the inputs MNIST never uses, 240 of 784);
+    # with its first layer reshuffled it is the best of learned, random and magnitude.
+    first_layer: Literal["masked", "reshuffled", "dense"] = Field(
+        default="reshuffled",
+        description="the mask's first layer: as learned; reshuffled at its own density "
+        "(inputs the source task never used are connected again); dense (not masked)",
+    )
+    # Appendix A.2 retrains for T gradient steps. Few-shot sets are a handful of batches,
+    # so epochs of them are far too few steps (10 epochs of 50 per class: 40 steps).
+    steps: int | None = Field(
+        default=TRANSFER_STEPS,
+        ge=1,
+        le=1_000_000,
+        description="optimiser steps of retraining, whatever the training-set size; "
+        "null: training.epochs passes (also when training.epochs is given and steps is not)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explicit_epochs_win(cls, data: object) -> object:
+        # A user who sets training.epochs (and no step budget) asked for epochs.
+        training = data.get("training") if isinstance(data, dict) else None
+        if isinstance(data, dict) and isinstance(training, dict) and "steps" not in data:
+            if "epochs" in training:
+                return {**data, "steps": None}
+        return data
 
     def referenced_jobs(self) -> list[str]:
         return [self.source_job] if self.source_job else []

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from archsearch.core.spec.common import DatasetRef, Frozen, ResourceSpec, TrainingSpec
+from archsearch.core.spec.common import (
+    DatasetRef,
+    Frozen,
+    ResourceSpec,
+    TrainingSpec,
+    merge_over_defaults,
+)
 from archsearch.core.spec.families import ModelConfig
 from archsearch.core.spec.model_configs import MLPConfig
 
@@ -18,6 +24,18 @@ class JobBase(Frozen):
     training: TrainingSpec = TrainingSpec()
     resources: ResourceSpec = ResourceSpec()
     label: str | None = Field(default=None, max_length=200, description="free text for humans")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _training_over_method_defaults(cls, data: Any) -> Any:
+        # Each method declares its own default `training` (search: SGD 0.1 for 8 epochs).
+        # A partial object keeps those defaults for every field it leaves out, instead of
+        # silently falling back to TrainingSpec's generic ones; `spec.json` shows the result.
+        if isinstance(data, dict) and isinstance(data.get("training"), dict):
+            default = cls.model_fields["training"].default
+            assert isinstance(default, TrainingSpec), "every job has a default training"
+            data = {**data, "training": merge_over_defaults(default.model_dump(), data["training"])}
+        return data
 
     def referenced_jobs(self) -> list[str]:
         """Ids of other jobs whose artifacts this job reads (they must have succeeded)."""

@@ -1,14 +1,30 @@
-"""Errors of the job domain; `api/errors.py` maps each to one HTTP status."""
+"""Every error of the domain (jobs, accounts, datasets), in one module.
+
+`api/errors.py` maps each base class to one HTTP status: `Unauthenticated` 401, `Forbidden`
+403, `NotFound` 404, `InvalidTransition` 409, `TooLarge` 413, `InvalidCursor` and `UserError`
+(bad input, with `field` when one field is to blame) 422, `QueueUnavailable` 503. Messages
+tell the user what to do.
+"""
 
 from __future__ import annotations
 
+from archsearch.core.errors import UserError
+
 
 class JobsError(Exception):
-    pass
+    """Base of the domain's errors that are not the user's input (those are `UserError`)."""
+
+
+class Unauthenticated(JobsError):
+    """No valid token: 401."""
+
+
+class Forbidden(JobsError):
+    """A valid token that may not do this: 403."""
 
 
 class NotFound(JobsError):
-    pass
+    """No such resource, or one of another team (reported exactly alike)."""
 
 
 class InvalidTransition(JobsError):
@@ -19,9 +35,53 @@ class InvalidCursor(JobsError):
     pass
 
 
-class SchemaBehind(JobsError):
-    """The database schema is older than the code."""
-
-
 class TooLarge(JobsError):
     """An upload or request over a configured limit; the message names the limit."""
+
+
+class QueueUnavailable(JobsError):
+    """The broker could not be reached; the job was stored as failed, not lost silently."""
+
+
+# Datasets
+
+
+class DatasetNotFound(NotFound):
+    pass
+
+
+class PreviewUnavailable(JobsError):
+    """The dataset exists but has no preview image (it holds feature vectors, not images)."""
+
+
+class DatasetInUse(InvalidTransition):
+    """Deleting a dataset that a queued or running job trains on."""
+
+
+class LimitExceeded(TooLarge):
+    """An upload over a configured limit (413); the message names the limit and its setting."""
+
+    def __init__(self, what: str, limit: int, setting: str, unit: str = "bytes") -> None:
+        super().__init__(
+            f"{what} is over the limit of {limit:,} {unit} (ARCHSEARCH_{setting.upper()})"
+        )
+        self.limit = limit
+        self.setting = setting
+
+
+class InvalidUpload(UserError):
+    """The uploaded file is not a dataset we can use; the message says what is expected."""
+
+    def __init__(self, message: str, field: str = "file") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class UnsafeArchive(InvalidUpload):
+    """A zip entry with an absolute path or '..', or an encrypted entry."""
+
+
+class UnknownUploadedDataset(UserError):
+    """A job names an uploaded dataset id that does not exist (a 422 on the job's field)."""
+
+    field = "dataset.id"

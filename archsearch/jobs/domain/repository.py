@@ -15,9 +15,10 @@ from sqlalchemy import select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.errors import InvalidCursor, InvalidTransition, NotFound
 from archsearch.jobs.domain.states import transition
-from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, Metric, as_utc, utcnow
+from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, Metric
 from archsearch.jobs.platform.store import StoredFile
 
 
@@ -114,11 +115,17 @@ def list_jobs(
     limit: int = 50,
     cursor: str | None = None,
     team_id: uuid.UUID | None = None,
+    id_prefix: str | None = None,
 ) -> tuple[list[Job], str | None]:
-    """Newest first; returns the page and the cursor of the next page (None at the end)."""
+    """Newest first; returns the page and the cursor of the next page (None at the end).
+
+    `id_prefix` (1 to 32 hex digits) keeps the jobs whose id starts with it.
+    """
     query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
     if team_id is not None:
         query = query.where(Job.team_id == team_id)
+    if id_prefix:
+        query = query.where(Job.id.between(*id_range(id_prefix)))
     if statuses:
         query = query.where(Job.status.in_(statuses))
     if methods:
@@ -129,6 +136,13 @@ def list_jobs(
     jobs = list(session.scalars(query))
     next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
     return jobs[:limit], next_cursor
+
+
+def id_range(id_prefix: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """The first and last id starting with `id_prefix`: a range scan of the primary key
+    on both databases (uuids order as their hex digits on PostgreSQL and in SQLite's text)."""
+    prefix = id_prefix.lower()
+    return uuid.UUID(prefix.ljust(32, "0")), uuid.UUID(prefix.ljust(32, "f"))
 
 
 def request_cancel(
@@ -233,7 +247,8 @@ def _insert_for(session: Session) -> Any:
 def record_metrics(
     session: Session, job_id: uuid.UUID, rows: Iterable[tuple[int, str, float]]
 ) -> None:
-    """Upsert metric values: a resumed job rewrites the steps it repeats instead of doubling them."""
+    """Upsert metric values: a resumed job rewrites the steps it repeats instead of doubling
+    them."""
     # One flush may carry the same (step, name) twice; one INSERT ... ON CONFLICT cannot
     # touch a row twice on PostgreSQL, so the last value of each pair is sent.
     latest = {(s, n): v for s, n, v in rows}
@@ -274,9 +289,11 @@ def finish_job(
     *,
     error: str | None = None,
     metrics: dict[str, float] | None = None,
+    warnings: Sequence[tuple[str, str]] = (),
     actor: str | None = None,
 ) -> Job:
-    """The one place a run's outcome is recorded."""
+    """The one place a run's outcome is recorded. Each warning, a `(code, message)` pair,
+    is kept on the job and recorded as an event whose reason is its message."""
     job = get_job(session, job_id, for_update=True)
     if status is JobStatus.cancelled and job.cancel_requested_by:
         reason, actor = (
@@ -287,6 +304,11 @@ def finish_job(
     job.error = error
     if metrics:
         job.latest_metrics = metrics
+    job.warnings = [{"code": code, "message": message} for code, message in warnings]
+    for _, message in warnings:
+        job.events.append(
+            JobEvent(from_status=status.value, to_status=status.value, reason=message, actor=actor)
+        )
     return job
 
 

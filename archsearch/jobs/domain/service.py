@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from archsearch.core.spec import JobBase
 from archsearch.jobs.domain import repository
-from archsearch.jobs.domain.accounts.service import Forbidden, Principal
-from archsearch.jobs.domain.errors import JobsError
+from archsearch.jobs.domain.accounts.service import Principal
+from archsearch.jobs.domain.errors import Forbidden, QueueUnavailable
 from archsearch.jobs.domain.repository import Placement
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.domain.validation import validate_submission
@@ -18,10 +18,6 @@ from archsearch.jobs.platform.settings import Settings
 
 PRIORITIES = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
 ADMIN_ONLY_PRIORITY = PRIORITIES["urgent"]
-
-
-class QueueUnavailable(JobsError):
-    """The broker could not be reached; the job was stored as failed, not lost silently."""
 
 
 def placement_for(spec: JobBase, principal: Principal, priority: str) -> Placement:

@@ -6,8 +6,9 @@ transient infrastructure error interrupted it. Every transition is recorded as a
 
 from __future__ import annotations
 
+from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus, utcnow
+from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.queued: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),

@@ -1,53 +1,32 @@
-"""SQLAlchemy 2 models of the job domain. Alembic's `migrations/` targets this metadata.
+"""The job tables: jobs, their events, metrics and artifacts, and the worker registry.
 
-A naming convention on the metadata keeps constraint names stable across migrations.
+The accounts and datasets rooms keep their own tables; `metadata.py` gathers them all.
 """
 
 from __future__ import annotations
 
 import enum
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Enum,
     Float,
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Text,
     Uuid,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def as_utc(moment: datetime) -> datetime:
-    """SQLite returns naive datetimes; everything stored is UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+from archsearch.jobs.domain.base import Base, BigId, Timestamp, utcnow
 
 
 class JobStatus(enum.StrEnum):
@@ -63,10 +42,6 @@ class JobStatus(enum.StrEnum):
 
 
 TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
-
-# BigInteger ids autoincrement on PostgreSQL; SQLite only autoincrements INTEGER keys.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
-Timestamp = DateTime(timezone=True)
 
 
 class Job(Base):
@@ -92,6 +67,8 @@ class Job(Base):
     total_steps: Mapped[int] = mapped_column(Integer, default=0)
     latest_metrics: Mapped[dict[str, float]] = mapped_column(JSON, default=dict)
     error: Mapped[str | None] = mapped_column(Text)
+    # What a succeeded run wants the user to look at: [{"code": ..., "message": ...}].
+    warnings: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list, server_default="[]")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     cancel_requested_by: Mapped[str | None] = mapped_column(String(200))
@@ -193,7 +170,3 @@ class WorkerRecord(Base):
     current_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     started_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
-
-
-from archsearch.jobs.domain.accounts import tables as _account_tables  # noqa: E402,F401
-from archsearch.jobs.domain.datasets import tables as _dataset_tables  # noqa: E402,F401

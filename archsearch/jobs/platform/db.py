@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -57,3 +57,12 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: commits on success, rolls back on error."""
     with factory() as session, session.begin():
         yield session
+
+
+def database_reachable(session: Session) -> bool:
+    """Whether the database answers a trivial query (the readiness check)."""
+    try:
+        session.execute(text("SELECT 1"))
+        return True
+    except Exception:  # any database failure means "not ready"
+        return False

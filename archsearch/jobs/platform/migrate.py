@@ -11,7 +11,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from archsearch.jobs.domain.errors import SchemaBehind
+
+class SchemaBehind(Exception):
+    """The database schema is older than the code: an operator must run the migrations."""
+
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 

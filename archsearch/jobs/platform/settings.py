@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     data_dir: Path | None = Field(
         default=None, description="folder holding mnist/ and fashion-mnist/ IDX files"
     )
+    system_data_dirs: tuple[Path, ...] = Field(
+        # Debian's dataset-fashion-mnist package installs here: found without configuration.
+        default=(Path("/usr/share/datasets"),),
+        description="folders searched after `data_dir` for the built-in datasets' files",
+    )
     max_attempts: int = Field(default=3, ge=1, description="runs of a job before it fails")
     lease_seconds: float = Field(
         default=60.0, gt=0, description="a silent worker loses its job after this"
@@ -58,7 +63,10 @@ class Settings(BaseSettings):
     worker_device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="what a worker process offers; auto: CUDA when present"
     )
-    # Dataset uploads (issue 7): every limit is answered with 413 naming it.
+    # Request bodies and dataset uploads (issue 7): every limit is answered with 413 naming it.
+    json_max_bytes: int = Field(
+        default=1 << 20, ge=1, description="size of a JSON request body (a job spec)"
+    )
     upload_max_bytes: int = Field(default=256 << 20, ge=1, description="size of one uploaded file")
     upload_max_uncompressed_bytes: int = Field(
         default=1 << 30, ge=1, description="total decompressed size of a zip or .npz upload"
@@ -89,7 +97,9 @@ class Settings(BaseSettings):
 
     @cached_property
     def data_dirs(self) -> tuple[Path, ...]:
-        return (self.data_dir,) if self.data_dir else (self.home / "datasets",)
+        """Where the built-in datasets' files are searched, in order."""
+        first = self.data_dir or self.home / "datasets"
+        return (first, *self.system_data_dirs)
 
     def prepare_directories(self) -> None:
         self.resolved_artifact_root.mkdir(parents=True, exist_ok=True)

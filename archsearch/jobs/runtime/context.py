@@ -2,7 +2,8 @@
 
 Progress and metrics are buffered and written at most every `flush_seconds` in one short
 transaction, which also reads the job's cancel flag, so reporting every step costs a few
-writes per second, not one per step. The lease is renewed by a separate heartbeat.
+writes per second, not one per step. The lease is renewed by a separate thread
+(`lease.LeaseKeeper`).
 """
 
 from __future__ import annotations

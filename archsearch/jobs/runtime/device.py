@@ -10,7 +10,7 @@ import torch
 
 from archsearch.core.errors import UserError
 from archsearch.core.spec import JobBase
-from archsearch.jobs.domain.scheduler import Offer
+from archsearch.jobs.domain.offer import Offer
 from archsearch.jobs.platform.settings import Settings
 
 

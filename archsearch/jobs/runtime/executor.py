@@ -3,8 +3,9 @@
 The same functions serve the Celery worker and the embedded local runner: `execute_next`
 claims the job the scheduler picks for this worker's device, runs it, and records its end.
 A job's outcome
-is recorded here and nowhere else: `succeeded`, `failed` (with a message the user can act
-on), or `cancelled`. Transient infrastructure errors are re-raised as `TransientFailure`
+is recorded here and nowhere else: `succeeded` (with the run's warnings, if any: the job
+finished, but its result deserves a look), `failed` (with a message the user can act on),
+or `cancelled`. Transient infrastructure errors are re-raised as `TransientFailure`
 after the job is put back in the queue, so the caller retries; user errors never retry.
 """
 
@@ -15,26 +16,28 @@ import os
 import socket
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from archsearch.core.context import Result
+from archsearch.core.context import Result, RunWarning
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import JobCancelled, UserError
 from archsearch.core.export import json_bytes
 from archsearch.core.methods import get_method
 from archsearch.core.spec import JobBase, parse_job_spec
-from archsearch.jobs.domain import repository, workers
-from archsearch.jobs.domain.scheduler import Offer, claim_next
+from archsearch.jobs.domain import repository, worker_repository
+from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.scheduler import claim_next
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime.context import DbRunContext
 from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.jobs.runtime.device import pick_device
-from archsearch.jobs.runtime.lease import Heartbeat
+from archsearch.jobs.runtime.lease import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,28 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 
 class TransientFailure(Exception):
     """Infrastructure trouble (database or broker unreachable); the run may be retried."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, as the job will record it."""
+
+    status: JobStatus
+    reason: str
+    error: str | None = None
+    metrics: dict[str, float] | None = None
+    warnings: tuple[RunWarning, ...] = ()
+
+    @classmethod
+    def succeeded(cls, result: Result) -> Outcome:
+        count = len(result.warnings)
+        plural = "s" if count > 1 else ""
+        reason = f"finished with {count} warning{plural}" if count else "finished"
+        return cls(JobStatus.succeeded, reason, None, result.metrics, tuple(result.warnings))
+
+    @classmethod
+    def failed(cls, reason: str, error: str) -> Outcome:
+        return cls(JobStatus.failed, reason, error)
 
 
 def worker_name() -> str:
@@ -64,12 +89,12 @@ def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
         if job_id is None:
             return None
         raw_spec = repository.get_job(session, job_id).spec
-        workers.set_current_job(session, worker, job_id)
+        worker_repository.set_current_job(session, worker, job_id)
     try:
         run_claimed(services, job_id, worker, raw_spec)
     finally:
         with transaction(services.sessions) as session:
-            workers.set_current_job(session, worker, None)
+            worker_repository.set_current_job(session, worker, None)
     return job_id
 
 
@@ -78,54 +103,60 @@ def run_claimed(
 ) -> JobStatus | None:
     """Run a job this worker has claimed and record its outcome (None: the lease was lost)."""
     try:
-        with Heartbeat(services, job_id, worker) as heartbeat:
-            status, reason, error, metrics = _run(services, job_id, raw_spec, heartbeat.lost)
+        with LeaseKeeper(services, job_id, worker) as lease:
+            outcome = _run(services, job_id, raw_spec, lease.lost)
     except TRANSIENT_ERRORS as exc:
         _requeue_best_effort(services, job_id, f"interrupted by {type(exc).__name__}")
         raise TransientFailure(str(exc)) from exc
-    if heartbeat.lost.is_set():
+    if lease.lost.is_set():
         return None  # another attempt owns the job and will record its end
+    record_outcome(services, job_id, outcome, worker)
+    return outcome.status
+
+
+def record_outcome(services: Services, job_id: uuid.UUID, outcome: Outcome, worker: str) -> None:
+    """Write the run's end on the job (status, error, metrics, one event per warning); a
+    finished job needs its checkpoint no more."""
     with transaction(services.sessions) as session:
         repository.finish_job(
-            session, job_id, status, reason, error=error, metrics=metrics, actor=worker
+            session,
+            job_id,
+            outcome.status,
+            outcome.reason,
+            error=outcome.error,
+            metrics=outcome.metrics,
+            warnings=[(w.code, w.message) for w in outcome.warnings],
+            actor=worker,
         )
-    if status.terminal:
+    if outcome.status.terminal:
         services.store.delete_checkpoint(job_id)
-    return status
 
 
 def _run(
     services: Services, job_id: uuid.UUID, raw_spec: dict[str, Any], lease_lost: threading.Event
-) -> tuple[JobStatus, str, str | None, dict[str, float] | None]:
+) -> Outcome:
     try:
         spec = parse_job_spec(raw_spec)
         ctx = DbRunContext(services, job_id, pick_device(spec), lease_lost)
         data = load_job_dataset(services, spec)
-        result = _run_method(spec, data, ctx)
-        return JobStatus.succeeded, "finished", None, result.metrics
+        return Outcome.succeeded(_run_method(spec, data, ctx))
     except JobCancelled:
-        return JobStatus.cancelled, "cancelled while running", None, None
+        return Outcome(JobStatus.cancelled, "cancelled while running")
     except UserError as exc:
-        return JobStatus.failed, "user error", str(exc), None
+        return Outcome.failed("user error", str(exc))
     except TRANSIENT_ERRORS:
         raise
     except torch.OutOfMemoryError:
-        return (
-            JobStatus.failed,
+        return Outcome.failed(
             "out of memory",
-            ("the job ran out of device memory; lower training.batch_size or the model size"),
-            None,
+            "the job ran out of device memory; lower training.batch_size or the model size",
         )
     except Exception as exc:  # a bug: fail the job with what we know, keep the traceback in logs
         log.exception("job %s crashed", job_id)
-        return (
-            JobStatus.failed,
+        return Outcome.failed(
             "crashed",
-            (
-                f"internal error ({type(exc).__name__}: {exc}). The job's spec was valid; this is "
-                "likely a bug in archsearch: please report it with the job id."
-            ),
-            None,
+            f"internal error ({type(exc).__name__}: {exc}). The job's spec was valid; this is "
+            "likely a bug in archsearch: please report it with the job id.",
         )
 
 

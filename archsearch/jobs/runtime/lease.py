@@ -19,17 +19,19 @@ from archsearch.jobs.platform.services import Services
 log = logging.getLogger(__name__)
 
 
-class Heartbeat:
+class LeaseKeeper:
+    """Renews `job_id`'s lease every third of `lease_seconds` while the run lasts."""
+
     def __init__(self, services: Services, job_id: uuid.UUID, worker: str) -> None:
         self.services, self.job_id, self.worker = services, job_id, worker
         self.interval = services.settings.lease_seconds / 3
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._beat, name=f"heartbeat-{job_id.hex[:8]}", daemon=True
+            target=self._renew, name=f"lease-{job_id.hex[:8]}", daemon=True
         )
 
-    def __enter__(self) -> Heartbeat:
+    def __enter__(self) -> LeaseKeeper:
         self._thread.start()
         return self
 
@@ -37,14 +39,14 @@ class Heartbeat:
         self._stop.set()
         self._thread.join()
 
-    def _beat(self) -> None:
+    def _renew(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 with transaction(self.services.sessions) as session:
                     held = repository.renew_lease(
                         session, self.job_id, self.worker, self.services.settings.lease_seconds
                     )
-            except Exception:  # the database may be briefly away; the next beat tries again
+            except Exception:  # the database may be briefly away; the next renewal tries
                 log.warning("lease renewal of job %s failed", self.job_id, exc_info=True)
                 continue
             if not held:

@@ -10,8 +10,9 @@ import logging
 import uuid
 
 from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
-from archsearch.jobs.domain.tables import JobStatus, utcnow
+from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services

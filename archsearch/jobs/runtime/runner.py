@@ -12,7 +12,7 @@ import threading
 import uuid
 
 from archsearch.jobs.domain import repository
-from archsearch.jobs.domain.scheduler import Offer
+from archsearch.jobs.domain.offer import Offer
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services

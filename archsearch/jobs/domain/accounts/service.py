@@ -16,16 +16,8 @@ from archsearch.jobs.domain.accounts.tokens import (
     scope_covers,
     token_digest,
 )
-from archsearch.jobs.domain.errors import JobsError
-from archsearch.jobs.domain.tables import as_utc
-
-
-class Unauthenticated(JobsError):
-    """No valid token: 401."""
-
-
-class Forbidden(JobsError):
-    """A valid token that may not do this: 403."""
+from archsearch.jobs.domain.base import as_utc
+from archsearch.jobs.domain.errors import Forbidden, Unauthenticated
 
 
 @dataclass(frozen=True)
@@ -76,7 +68,8 @@ def authenticate(session: Session, authorization: str | None) -> Principal:
 
 
 def issue_token(session: Session, user_name: str, scope: str, expires_in_days: float | None) -> str:
-    """Create a token and return it; only its hash is stored, so this is the one chance to see it."""
+    """Create a token and return it; only its hash is stored, so this is the one chance to
+    see it."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
     user = repository.user_by_name(session, user_name)

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, ForeignKey, Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from archsearch.jobs.domain.tables import Base, Timestamp, utcnow
+from archsearch.jobs.domain.base import Base, Timestamp, utcnow
 
 
 class Team(Base):

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
-from archsearch.jobs.domain.datasets.errors import InvalidUpload, LimitExceeded, UnsafeArchive
 from archsearch.jobs.domain.datasets.options import UploadLimits
+from archsearch.jobs.domain.errors import InvalidUpload, LimitExceeded, UnsafeArchive
 
 CHUNK = 1 << 20
 DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError)

@@ -16,8 +16,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from archsearch.jobs.domain.datasets.archive import ByteBudget, read_entry
-from archsearch.jobs.domain.datasets.errors import InvalidUpload, LimitExceeded
 from archsearch.jobs.domain.datasets.options import UploadLimits
+from archsearch.jobs.domain.errors import InvalidUpload, LimitExceeded
 
 IMAGE_SUFFIXES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
 GREY_MODES = {"1", "L", "LA", "I", "I;16", "F"}

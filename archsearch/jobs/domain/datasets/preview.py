@@ -17,7 +17,8 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
     # One scale for the whole grid, from robust percentiles, so classes compare fairly.
     low, high = np.percentile(x, [0.5, 99.5])
     scaled = (x.astype(np.float64) - low) / max(high - low, 1e-12)
-    return (np.clip(scaled, 0, 1) * 255).astype(np.uint8)
+    pixels: np.ndarray = (np.clip(scaled, 0, 1) * 255).astype(np.uint8)
+    return pixels
 
 
 def _cell(image: np.ndarray, size: int) -> Image.Image:

@@ -17,12 +17,16 @@ from pathlib import Path
 import numpy as np
 
 from archsearch.jobs.domain.datasets.archive import DAMAGED, is_zip, open_archive
-from archsearch.jobs.domain.datasets.errors import InvalidUpload
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions
 from archsearch.jobs.domain.datasets.raw import RawDataset
+from archsearch.jobs.domain.datasets.zips import read_zip
+from archsearch.jobs.domain.errors import InvalidUpload
 
 NPZ_ARRAYS = ("x", "y", "x_test", "y_test")
-SUPPORTED = ".npz (arrays x, y and optionally x_test, y_test), .csv (with a label column) or .zip (the four IDX files, or one folder of PNG/JPEG images per class)"
+SUPPORTED = (
+    ".npz (arrays x, y and optionally x_test, y_test), .csv (with a label column) or .zip "
+    "(the four IDX files, or one folder of PNG/JPEG images per class)"
+)
 
 
 def read_upload(
@@ -35,8 +39,6 @@ def read_upload(
     if suffix == ".csv":
         return read_csv(path, options)
     if suffix == ".zip":
-        from archsearch.jobs.domain.datasets.zips import read_zip
-
         return read_zip(path, limits)
     if suffix == ".npy":
         raise InvalidUpload("a .npy file holds a single array; upload an .npz holding x and y")
@@ -73,7 +75,8 @@ def _check_npz_entries(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo])
         key = info.filename.removesuffix(".npy")
         if key not in NPZ_ARRAYS or not info.filename.endswith(".npy"):
             raise InvalidUpload(
-                f"the .npz holds an array named {key!r}; expected x, y and optionally x_test, y_test"
+                f"the .npz holds an array named {key!r}; "
+                "expected x, y and optionally x_test, y_test"
             )
         shape, dtype = _npy_header(archive, info)
         if dtype.hasobject:
@@ -90,7 +93,8 @@ def _check_npz_entries(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo])
 def read_npz(path: Path, limits: UploadLimits) -> RawDataset:
     if not is_zip(path):
         raise InvalidUpload(
-            "the file is named .npz but is not one (an .npz is a zip of .npy arrays, as np.savez writes)"
+            "the file is named .npz but is not one "
+            "(an .npz is a zip of .npy arrays, as np.savez writes)"
         )
     with open_archive(path, limits, ".npz") as (archive, entries):
         # Declared sizes are bounded by now, and zipfile never reads an entry past its declared
@@ -154,7 +158,8 @@ def read_csv(path: Path, options: UploadOptions) -> RawDataset:
                 )
             if label_column not in header:
                 raise InvalidUpload(
-                    f"the .csv has no column {label_column!r}; its columns are {', '.join(header[:20])}. "
+                    f"the .csv has no column {label_column!r}; "
+                    f"its columns are {', '.join(header[:20])}. "
                     "Name the label column with label_column",
                     field="label_column",
                 )

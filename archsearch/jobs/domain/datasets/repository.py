@@ -7,8 +7,8 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain.datasets.errors import DatasetNotFound
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.errors import DatasetNotFound
 from archsearch.jobs.domain.tables import Job, JobStatus
 
 ACTIVE = (JobStatus.queued, JobStatus.running)

@@ -16,14 +16,19 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal
 from archsearch.jobs.domain.datasets import repository
-from archsearch.jobs.domain.datasets.errors import DatasetInUse, UnknownUploadedDataset
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions, dataset_id_for
 from archsearch.jobs.domain.datasets.preview import preview_png
 from archsearch.jobs.domain.datasets.readers import read_upload
 from archsearch.jobs.domain.datasets.storage import DatasetStore, Received
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.datasets.validate import ValidDataset, validate
+from archsearch.jobs.domain.errors import (
+    DatasetInUse,
+    PreviewUnavailable,
+    UnknownUploadedDataset,
+)
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import StoredFile
 
@@ -39,15 +44,42 @@ def build_dataset(
     return validate(read_upload(path, filename, options, limits), options, limits)
 
 
+def list_datasets(session: Session, principal: Principal = LOCAL_USER) -> list[UploadedDataset]:
+    """The uploads the caller's team may see (all for admins)."""
+    return repository.list_datasets(session, principal.team_filter)
+
+
+def read_dataset(
+    session: Session, dataset_id: str, principal: Principal = LOCAL_USER
+) -> UploadedDataset:
+    return repository.get_dataset(session, dataset_id, team_id=principal.team_filter)
+
+
+def preview_path(
+    session: Session, settings: Settings, dataset_id: str, principal: Principal = LOCAL_USER
+) -> Path:
+    """The PNG grid of an image dataset's samples; feature vectors have none."""
+    dataset = read_dataset(session, dataset_id, principal)
+    if dataset.kind != "images":
+        shape = tuple(dataset.input_shape)
+        raise PreviewUnavailable(
+            f"dataset {dataset_id} holds feature vectors {shape}, not images: it has no preview"
+        )
+    return dataset_store(settings).preview_path(dataset.id)
+
+
 def upload_dataset(
     session: Session,
     settings: Settings,
     source: BinaryIO,
     filename: str,
     options: UploadOptions,
-    team_id: uuid.UUID | None = None,
+    principal: Principal = LOCAL_USER,
 ) -> tuple[UploadedDataset, bool]:
-    """Store an upload; returns the dataset and whether it is new (False: seen before)."""
+    """Store an upload for the caller's team; returns the dataset and whether it is new
+    (False: the same upload was stored before)."""
+    principal.require("submit")
+    team_id = principal.team_id
     store = dataset_store(settings)
     received = store.receive(source, settings.upload_max_bytes)
     try:
@@ -128,10 +160,12 @@ def _row(
 
 
 def delete_dataset(
-    session: Session, settings: Settings, dataset_id: str, team_id: uuid.UUID | None = None
+    session: Session, settings: Settings, dataset_id: str, principal: Principal = LOCAL_USER
 ) -> None:
     """Refused (409) while a queued or running job trains on it; files go after the commit."""
-    dataset = repository.get_dataset(session, dataset_id, lock="update", team_id=team_id)
+    principal.require("submit")
+    team = principal.team_filter
+    dataset = repository.get_dataset(session, dataset_id, lock="update", team_id=team)
     users = repository.active_jobs_using(session, dataset_id)
     if users:
         listed = ", ".join(str(u) for u in users[:5])
@@ -152,7 +186,8 @@ def input_shape_for_job(
     dataset = repository.find_dataset(session, dataset_id, lock="share", team_id=team_id)
     if dataset is None:
         raise UnknownUploadedDataset(
-            f"no uploaded dataset {dataset_id!r}; upload one with POST /v1/datasets or list them with GET /v1/datasets"
+            f"no uploaded dataset {dataset_id!r}; upload one with POST /v1/datasets "
+            "or list them with GET /v1/datasets"
         )
     return tuple(dataset.input_shape)
 

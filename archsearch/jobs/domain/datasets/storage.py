@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from archsearch.jobs.domain.datasets.errors import DatasetNotFound, LimitExceeded
+from archsearch.jobs.domain.errors import DatasetNotFound, LimitExceeded
 from archsearch.jobs.platform.store import StoredFile
 
 DATASET_ID = re.compile(r"^ds-[0-9a-f]{16}$")
@@ -66,7 +66,8 @@ class DatasetStore:
     def save(
         self, dataset_id: str, arrays: dict[str, np.ndarray], preview: bytes | None
     ) -> StoredFile:
-        """Write the dataset's folder atomically; an existing folder (same id, same content) is kept."""
+        """Write the dataset's folder atomically; an existing folder (same id, same content)
+        is kept."""
         target = self.folder(dataset_id)
         staging = self.root / f".staging-{uuid.uuid4().hex}"
         staging.mkdir(parents=True)
@@ -96,14 +97,6 @@ class DatasetStore:
 
     def delete(self, dataset_id: str) -> None:
         shutil.rmtree(self.folder(dataset_id), ignore_errors=True)
-
-    def leftovers(self) -> list[Path]:
-        """Files not belonging to a finished dataset folder (for tests and cleanup)."""
-        if not self.root.exists():
-            return []
-        staged = [p for p in self.root.iterdir() if p.name.startswith(".staging-")]
-        incoming = self.root / ".incoming"
-        return staged + (list(incoming.iterdir()) if incoming.exists() else [])
 
 
 def _describe(path: Path) -> StoredFile:

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from archsearch.jobs.domain.tables import Base, Timestamp, utcnow
+from archsearch.jobs.domain.base import Base, Timestamp, utcnow
 
 
 class UploadedDataset(Base):

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from archsearch.jobs.domain.datasets.errors import InvalidUpload
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions
 from archsearch.jobs.domain.datasets.raw import RawDataset
+from archsearch.jobs.domain.errors import InvalidUpload
 
 SHAPES = "(N, features) or (N, C, H, W)"
 
@@ -80,7 +80,8 @@ def check_features(name: str, x: np.ndarray) -> np.ndarray:
         if bad.any():
             first = int(np.argwhere(bad)[0][0])
             raise InvalidUpload(
-                f"{name} holds {int(bad.sum())} {what} value(s) (first in sample {first}); remove or "
+                f"{name} holds {int(bad.sum())} {what} value(s) (first in sample {first}); "
+                "remove or "
                 "impute them (values must also fit in float32)"
             )
     return values
@@ -127,7 +128,8 @@ def check_classes(
     if few:
         listed = ", ".join(f"class {c} has {n}" for c, n in few[:5])
         raise InvalidUpload(
-            f"{len(few)} of {k} classes have too few training samples ({listed}); every class 0..{k - 1} "
+            f"{len(few)} of {k} classes have too few training samples ({listed}); "
+            f"every class 0..{k - 1} "
             f"needs at least {limits.min_class_samples} (ARCHSEARCH_DATASET_MIN_CLASS_SAMPLES)"
         )
     return k
@@ -159,7 +161,8 @@ def validate(raw: RawDataset, options: UploadOptions, limits: UploadLimits) -> V
     x_test = check_features("x_test", raw.x_test)
     if x_test.shape[1:] != x.shape[1:]:
         raise InvalidUpload(
-            f"x_test samples have shape {x_test.shape[1:]} but x samples {x.shape[1:]}; they must match"
+            f"x_test samples have shape {x_test.shape[1:]} but x samples {x.shape[1:]}; "
+            "they must match"
         )
     y_test = check_labels("y_test", raw.y_test, len(x_test), "x_test")
     k = check_classes(np.concatenate([y, y_test]), y, options, limits, raw.class_names)

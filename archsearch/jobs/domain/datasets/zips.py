@@ -20,10 +20,10 @@ from archsearch.jobs.domain.datasets.archive import (
     open_archive,
     read_entry,
 )
-from archsearch.jobs.domain.datasets.errors import InvalidUpload
 from archsearch.jobs.domain.datasets.images import IMAGE_SUFFIXES, decode_images
 from archsearch.jobs.domain.datasets.options import UploadLimits
 from archsearch.jobs.domain.datasets.raw import RawDataset
+from archsearch.jobs.domain.errors import InvalidUpload
 
 IDX_STEMS = {stem: key for key, stem in IDX_FILES.items()}
 SPLIT_FOLDERS = {"train", "test"}

@@ -6,33 +6,35 @@ There is no default user, password or token: the first admin is made here.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain.accounts import repository
+from archsearch.jobs.domain.accounts.service import issue_token
+from archsearch.jobs.domain.accounts.service import revoke_token as revoke
+from archsearch.jobs.domain.errors import Forbidden, NotFound
+from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.services import Services
+from archsearch.jobs.platform.settings import Settings
 
 console = Console()
+T = TypeVar("T")
 
 
-def _transaction():  # type: ignore[no-untyped-def]
-    from archsearch.jobs.platform.db import transaction
-    from archsearch.jobs.platform.services import Services
-    from archsearch.jobs.platform.settings import Settings
-
-    return transaction(Services.from_settings(Settings()).sessions)
-
-
-def _run(action):  # type: ignore[no-untyped-def]
-    from sqlalchemy.exc import IntegrityError
-
-    from archsearch.jobs.domain.accounts.service import Forbidden
-    from archsearch.jobs.domain.errors import NotFound
-
+def _run(action: Callable[[Session], T]) -> T:
+    """Run `action` in one transaction; a refusal ends the command with its message."""
     try:
-        with _transaction() as session:
+        with transaction(Services.from_settings(Settings()).sessions) as session:
             return action(session)
     except (NotFound, Forbidden, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
     except IntegrityError:
         console.print("[red]error:[/red] that name is taken")
     sys.exit(1)
@@ -47,8 +49,6 @@ def admin() -> None:
 @click.argument("name")
 @click.option("--max-running", type=int, default=None, help="jobs of the team running at once")
 def create_team(name: str, max_running: int | None) -> None:
-    from archsearch.jobs.domain.accounts import repository
-
     _run(lambda s: repository.create_team(s, name, max_running))
     console.print(f"team {name} created")
 
@@ -59,8 +59,6 @@ def create_team(name: str, max_running: int | None) -> None:
 @click.option("--admin", "is_admin", is_flag=True, help="may see every team and set any priority")
 @click.option("--max-running", type=int, default=None, help="jobs of this user running at once")
 def create_user(name: str, team: str, is_admin: bool, max_running: int | None) -> None:
-    from archsearch.jobs.domain.accounts import repository
-
     _run(
         lambda s: repository.create_user(
             s, repository.team_by_name(s, team), name, is_admin, max_running
@@ -77,18 +75,13 @@ def create_user(name: str, team: str, is_admin: bool, max_running: int | None) -
 @click.option("--expires-days", type=float, default=90, show_default=True, help="0: never")
 def create_token(user: str, scope: str, expires_days: float) -> None:
     """Print a new token. It is shown once and stored only as a hash."""
-    from archsearch.jobs.domain.accounts.service import issue_token
-
-    token = _run(lambda s: issue_token(s, user, scope, expires_days or None))
-    click.echo(token)
+    click.echo(_run(lambda s: issue_token(s, user, scope, expires_days or None)))
 
 
 @admin.command("revoke-token")
 @click.argument("prefix")
 def revoke_token(prefix: str) -> None:
     """Revoke the token whose first 12 characters are PREFIX."""
-    from archsearch.jobs.domain.accounts.service import revoke_token as revoke
-
     _run(lambda s: revoke(s, prefix))
     console.print(f"token {prefix}… revoked")
 
@@ -96,8 +89,6 @@ def revoke_token(prefix: str) -> None:
 @admin.command("list-tokens")
 @click.argument("user")
 def list_tokens(user: str) -> None:
-    from archsearch.jobs.domain.accounts import repository
-
     tokens = _run(lambda s: repository.tokens_of(s, repository.user_by_name(s, user)))
     table = Table("prefix", "scope", "expires", "revoked", "created")
     for t in tokens:

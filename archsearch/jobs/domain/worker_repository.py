@@ -1,17 +1,20 @@
-"""The worker registry: each worker process records the device it offers and heartbeats."""
+"""The worker registry's SQL: each worker process records the device it offers and when it
+was last seen (its presence, renewed every few seconds while it lives)."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain.scheduler import Offer
-from archsearch.jobs.domain.tables import WorkerRecord, utcnow
+from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.tables import WorkerRecord
 
 
-def heartbeat(
+def record_presence(
     session: Session,
     name: str,
     host: str,
@@ -19,6 +22,7 @@ def heartbeat(
     device_index: int | None,
     device_name: str | None,
 ) -> None:
+    """Register the worker on first sight; afterwards only move its `heartbeat_at`."""
     record = session.get(WorkerRecord, name)
     if record is None:
         record = WorkerRecord(
@@ -46,3 +50,8 @@ def unregister(session: Session, name: str) -> None:
 
 def list_workers(session: Session) -> list[WorkerRecord]:
     return list(session.scalars(select(WorkerRecord).order_by(WorkerRecord.name)))
+
+
+def workers_seen_since(session: Session, since: datetime) -> list[WorkerRecord]:
+    query = select(WorkerRecord).where(WorkerRecord.heartbeat_at >= since)
+    return list(session.scalars(query))

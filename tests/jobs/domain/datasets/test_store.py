@@ -16,22 +16,22 @@ from archsearch.core.errors import IncompatibleModelError
 from archsearch.core.spec import DatasetRef, parse_job_spec
 from archsearch.jobs.domain import repository as job_repository
 from archsearch.jobs.domain.datasets import repository, service
-from archsearch.jobs.domain.datasets.errors import (
+from archsearch.jobs.domain.datasets.options import UploadOptions
+from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.errors import (
     DatasetInUse,
     DatasetNotFound,
     InvalidUpload,
     LimitExceeded,
     UnknownUploadedDataset,
 )
-from archsearch.jobs.domain.datasets.options import UploadOptions
-from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.tables import JobStatus
-from archsearch.jobs.domain.validation import validate_submission
+from archsearch.jobs.domain.validation import dataset_input_shape, validate_submission
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
-from archsearch.jobs.runtime.data import dataset_input_shape, load_job_dataset
-from tests.jobs.test_datasets_readers import (
+from archsearch.jobs.runtime.data import load_job_dataset
+from tests.jobs.domain.datasets.test_readers import (
     MALFORMED,
     blobs,
     grey_images,
@@ -82,7 +82,9 @@ def test_same_upload_twice_is_one_dataset(services: Services) -> None:
     assert created and not created_again and again.id == first.id
     assert first.name == "my table" and first.kind == "features" and first.input_shape == [5]
     assert first.train_size + first.test_size == 60 and first.split["source"] == "made"
-    train = service.dataset_store(services.settings).load(first.id)["x"].astype(np.float64)  # (N, 5)
+    train = (
+        service.dataset_store(services.settings).load(first.id)["x"].astype(np.float64)
+    )  # (N, 5)
     np.testing.assert_allclose(first.mean, train.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(first.std, train.std(axis=0), rtol=1e-12)
     other, created_other = upload(services, "table.npz", data, UploadOptions(split_seed=3))
@@ -191,7 +193,8 @@ def test_worker_normalises_with_the_stored_statistics(services: Services) -> Non
     }
     assert all(uploaded[k] == label for k, label in stored.items())
     few = load_job_dataset(
-        services, spec.model_copy(update={"dataset": DatasetRef(id=dataset.id, samples_per_class=2)})
+        services,
+        spec.model_copy(update={"dataset": DatasetRef(id=dataset.id, samples_per_class=2)}),
     )
     assert torch.bincount(few.y_train).tolist() == [2, 2, 2]
 

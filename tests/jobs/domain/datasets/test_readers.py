@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 
 from archsearch.jobs.domain.datasets.archive import check_entry_name
-from archsearch.jobs.domain.datasets.errors import InvalidUpload, LimitExceeded, UnsafeArchive
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions, dataset_id_for
 from archsearch.jobs.domain.datasets.service import build_dataset
 from archsearch.jobs.domain.datasets.validate import stratified_split
+from archsearch.jobs.domain.errors import InvalidUpload, LimitExceeded, UnsafeArchive
 
 LIMITS = UploadLimits(min_class_samples=5)
 OPTIONS = UploadOptions()

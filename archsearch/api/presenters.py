@@ -1,0 +1,74 @@
+"""Database rows turned into the wire schemas of `archsearch.schemas`.
+
+The schemas know only pydantic; what a response adds to a row (a queued job's position and
+why it waits, a worker's age, an upload's one-line summary) is computed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from archsearch.core.data.catalog import DatasetInfo
+from archsearch.jobs.domain import scheduler
+from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.tables import JobStatus, WorkerRecord
+from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.datasets import DatasetPublic, UploadedDatasetPublic
+from archsearch.schemas.jobs import JobPublic
+from archsearch.schemas.queue import WorkerPublic
+
+
+def job_with_queue_state(session: Session, job: Any, settings: Settings) -> JobPublic:
+    """A job, and for a queued one its position and why it waits.
+
+    `job` is an ORM Job or a plain row of the jobs table (the polling path reads rows).
+    """
+    public = JobPublic.model_validate(job)
+    if job.status == JobStatus.queued:
+        public.queue_position = scheduler.queue_position(session, job)
+        public.pending_reason = scheduler.pending_reason(
+            session, job, settings, public.queue_position
+        )
+    return public
+
+
+def worker_public(record: WorkerRecord, settings: Settings) -> WorkerPublic:
+    """A worker, alive while it was seen within one lease."""
+    public = WorkerPublic.model_validate(record)
+    public.heartbeat_age_seconds = (utcnow() - record.heartbeat_at).total_seconds()
+    public.alive = public.heartbeat_age_seconds < settings.lease_seconds
+    return public
+
+
+def builtin_dataset(info: DatasetInfo) -> DatasetPublic:
+    return DatasetPublic(
+        name=info.name,
+        description=info.description,
+        input_shape=list(info.input_shape),
+        num_classes=info.num_classes,
+        train_size=info.train_size,
+        test_size=info.test_size,
+    )
+
+
+def uploaded_summary(dataset: UploadedDataset) -> DatasetPublic:
+    """The row of an upload in the dataset list, beside the built-ins."""
+    shape = "x".join(map(str, dataset.input_shape))
+    kind = f"{dataset.kind} {shape}, {dataset.num_classes} classes"
+    return DatasetPublic(
+        source="upload",
+        id=dataset.id,
+        name=dataset.name,
+        input_shape=list(dataset.input_shape),
+        description=f"uploaded {dataset.format} ({kind})",
+        num_classes=dataset.num_classes,
+        train_size=dataset.train_size,
+        test_size=dataset.test_size,
+    )
+
+
+def uploaded_dataset(dataset: UploadedDataset) -> UploadedDatasetPublic:
+    return UploadedDatasetPublic.model_validate(dataset)

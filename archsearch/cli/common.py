@@ -1,0 +1,63 @@
+"""What every client command shares: the server address, a client that turns the API's
+refusals into one line, and how ids and times are shown."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import NoReturn
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from archsearch.client import DEFAULT_URL, ArchsearchClient, ClientError
+
+console = Console()
+SHORT_ID = 8  # characters of a job id shown by `list`; more when two listed ids share them
+
+url_option = click.option(
+    "--url",
+    envvar="ARCHSEARCH_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="server address (env ARCHSEARCH_URL)",
+)
+
+
+def fail(error: Exception | str) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
+    sys.exit(1)
+
+
+@contextmanager
+def client_for(url: str) -> Iterator[ArchsearchClient]:
+    """A client of `url`; any error of the client ends the command with its one-line message
+    (no server, an API refusal, an ambiguous id), never a traceback."""
+    with ArchsearchClient(url, token=os.environ.get("ARCHSEARCH_TOKEN")) as client:
+        try:
+            yield client
+        except ClientError as exc:
+            fail(exc)
+
+
+def local_time(moment: datetime) -> str:
+    """A timestamp in the user's time zone, with its offset: never ambiguous."""
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+def unique_prefixes(ids: list[str], shortest: int = SHORT_ID) -> dict[str, str]:
+    """For each id, its shortest prefix (at least `shortest` characters) that no other of
+    `ids` starts with, like git's abbreviated hashes."""
+    prefixes = {}
+    for job_id in ids:
+        length = shortest
+        while length < len(job_id) and any(
+            other != job_id and other.startswith(job_id[:length]) for other in ids
+        ):
+            length += 1
+        prefixes[job_id] = job_id[:length]
+    return prefixes

@@ -1,0 +1,121 @@
+"""The SQL the scheduler needs: running counts, quotas, the eligible head of the queue,
+positions in it, and the claim lock. The rules (fair share, what to tell a waiting user)
+stay in `scheduler.py`. Callers own the transaction; nothing here commits."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from sqlalchemy import func, or_, select, text
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain.accounts.tables import Team, User
+from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.tables import Job, JobStatus
+
+_CLAIM_LOCK_KEY = 0x61726368  # "arch": one advisory lock serialises claims cluster-wide
+
+
+def is_postgresql(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def lock_claims(session: Session) -> None:
+    """Hold the cluster-wide claim lock until the transaction ends (PostgreSQL only)."""
+    if is_postgresql(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK_KEY})
+
+
+def running_counts(session: Session) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
+    """Running jobs per owner and per team."""
+    rows = session.execute(
+        select(Job.owner_id, Job.team_id).where(Job.status == JobStatus.running)
+    ).all()
+    return Counter(r.owner_id for r in rows if r.owner_id), Counter(
+        r.team_id for r in rows if r.team_id
+    )
+
+
+def max_running(
+    session: Session, model: type[User] | type[Team], ids: set[uuid.UUID]
+) -> dict[uuid.UUID, int | None]:
+    """The stored running-job quota of each user (or team); None: the server default."""
+    query = select(model.id, model.max_running).where(model.id.in_(ids))
+    return {row.id: row.max_running for row in session.execute(query)}
+
+
+def eligible_queued_jobs(
+    session: Session,
+    offer: Offer,
+    full_users: set[uuid.UUID],
+    full_teams: set[uuid.UUID],
+    window: int,
+) -> list[Job]:
+    """The first `window` queued jobs in scheduler order that `offer` may run, locked
+    (skipping rows another claimer holds) on PostgreSQL."""
+    query = (
+        select(Job)
+        .where(Job.status == JobStatus.queued, Job.device.in_(offer.accepts))
+        .order_by(Job.priority.desc(), Job.created_at, Job.id)
+        .limit(window)
+    )
+    if offer.device == "cpu":
+        query = query.where(Job.min_gpu_memory_gb.is_(None))  # asks for GPU memory: not here
+    elif offer.device == "cuda" and offer.gpu_memory_gb is not None:
+        query = query.where(
+            or_(Job.min_gpu_memory_gb.is_(None), Job.min_gpu_memory_gb <= offer.gpu_memory_gb)
+        )
+    if full_users:
+        query = query.where(or_(Job.owner_id.is_(None), Job.owner_id.not_in(full_users)))
+    if full_teams:
+        query = query.where(or_(Job.team_id.is_(None), Job.team_id.not_in(full_teams)))
+    if is_postgresql(session):
+        query = query.with_for_update(skip_locked=True)
+    return list(session.scalars(query))
+
+
+def queued_ahead_of(session: Session, job: Job) -> int:
+    """Queued jobs before `job` in scheduler order (priority, then age, then id)."""
+    ahead = (
+        select(func.count())
+        .select_from(Job)
+        .where(
+            Job.status == JobStatus.queued,
+            or_(
+                Job.priority > job.priority,
+                (Job.priority == job.priority)
+                & (
+                    (Job.created_at < job.created_at)
+                    | ((Job.created_at == job.created_at) & (Job.id < job.id))
+                ),
+            ),
+        )
+    )
+    return int(session.scalar(ahead) or 0)
+
+
+def queued_with_higher_priority(session: Session, priority: int) -> int:
+    query = (
+        select(func.count())
+        .select_from(Job)
+        .where(Job.status == JobStatus.queued, Job.priority > priority)
+    )
+    return int(session.scalar(query) or 0)
+
+
+def waiting_jobs(session: Session, team_id: uuid.UUID | None, limit: int = 200) -> list[Job]:
+    """Queued jobs in the order the scheduler considers them."""
+    query = select(Job).where(Job.status == JobStatus.queued)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return list(
+        session.scalars(query.order_by(Job.priority.desc(), Job.created_at, Job.id).limit(limit))
+    )
+
+
+def running_jobs(session: Session, team_id: uuid.UUID | None) -> list[Job]:
+    query = select(Job).where(Job.status == JobStatus.running)
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return list(session.scalars(query.order_by(Job.started_at)))

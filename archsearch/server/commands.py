@@ -1,0 +1,109 @@
+"""The server's `archsearch` commands: serve, api, worker, db, admin and spec-schema.
+
+The light CLI (`archsearch.cli.main`) loads this module by name when one of these commands
+is asked for, so `pip install archsearch` without the `server` extra never needs it.
+Settings are built here, once per command, and handed on as arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from pydantic import BaseModel
+from rich.console import Console
+
+from archsearch.core.spec import JOB_TYPES, job_spec_adapter
+from archsearch.jobs.platform.settings import Settings
+from archsearch.server import processes
+from archsearch.server.admin import admin
+
+console = Console()
+
+
+def settings_with(**overrides: Any) -> Settings:
+    """The environment's settings; command-line options that were given win."""
+    return Settings(**{name: value for name, value in overrides.items() if value is not None})
+
+
+@click.command()
+@click.option("--host", default=None, help="default 127.0.0.1 (ARCHSEARCH_HOST)")
+@click.option("--port", default=None, type=int, help="default 8000 (ARCHSEARCH_PORT)")
+def serve(host: str | None, port: int | None) -> None:
+    """Run everything on this machine: API + local job runner, SQLite by default."""
+    processes.serve_embedded(settings_with(host=host, port=port))
+
+
+@click.command()
+@click.option("--host", default=None)
+@click.option("--port", default=None, type=int)
+def api(host: str | None, port: int | None) -> None:
+    """Run the API of a team deployment (ARCHSEARCH_DATABASE_URL and ..._BROKER_URL set)."""
+    processes.serve_team_api(settings_with(host=host, port=port))
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="auto: one process per visible GPU, or one CPU process when there is none",
+)
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(device: str, celery_args: tuple[str, ...]) -> None:
+    """Run job workers, one job per device at a time (extra arguments go to celery)."""
+    processes.run_worker(Settings(), device, list(celery_args))
+
+
+@click.group()
+def db() -> None:
+    """Database schema."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Apply all migrations to ARCHSEARCH_DATABASE_URL (or the embedded SQLite file)."""
+    processes.quiet_logging()
+    console.print(f"database at revision {processes.upgrade_database(Settings())}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the database's revision and the code's; exit 1 when they differ."""
+    current, head = processes.database_revisions(Settings())
+    console.print(f"current: {current or '(empty)'}  head: {head}")
+    sys.exit(0 if current == head else 1)
+
+
+@click.command("spec-schema")
+@click.argument("method", required=False)
+def spec_schema(method: str | None) -> None:
+    """Print the JSON schema of job specs (every field, its default and allowed values)."""
+    if method is None:
+        click.echo(json.dumps(job_spec_adapter.json_schema(), indent=2))
+        return
+    by_method = {
+        t.model_fields["method"].default: t
+        for t in JOB_TYPES
+        if isinstance(t, type) and issubclass(t, BaseModel)  # narrows a tuple typed `object`
+    }
+    if method not in by_method:
+        console.print(
+            f"[red]error:[/red] unknown method {method!r}; available: {', '.join(by_method)}",
+            soft_wrap=True,
+        )
+        sys.exit(1)
+    click.echo(json.dumps(by_method[method].model_json_schema(), indent=2))
+
+
+COMMANDS: dict[str, click.Command] = {
+    "serve": serve,
+    "api": api,
+    "worker": worker,
+    "db": db,
+    "admin": admin,
+    "spec-schema": spec_schema,
+}

@@ -1,0 +1,188 @@
+"""Starting the service's processes: the embedded server, the team API, the workers, and the
+database migrations they refuse to run without. Every function takes the process's Settings,
+built once at the command line's edge."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from typing import NoReturn
+
+import uvicorn
+from fastapi import FastAPI
+from rich.console import Console
+from rich.markup import escape
+
+from archsearch.api.app import create_app
+from archsearch.jobs.platform.broker import CeleryEnqueuer
+from archsearch.jobs.platform.migrate import (
+    SchemaBehind,
+    current_revision,
+    ensure_schema_current,
+    head_revision,
+    upgrade,
+)
+from archsearch.jobs.platform.services import Services
+from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.runtime.runner import LocalRunner
+from archsearch.worker.app import create_app as create_worker_app
+
+console = Console(stderr=True)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def exit_with(message: str, code: int = 2) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+def quiet_logging() -> None:
+    """Our INFO lines, but not Alembic's: a user starting a server has no use for
+    "Context impl SQLiteImpl" on every start."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def upgrade_database(settings: Settings) -> str | None:
+    settings.prepare_directories()
+    upgrade(settings.resolved_database_url)
+    return head_revision()
+
+
+def database_revisions(settings: Settings) -> tuple[str | None, str | None]:
+    return current_revision(Services.from_settings(settings).engine), head_revision()
+
+
+def check_schema_or_exit(services: Services) -> None:
+    try:
+        ensure_schema_current(services.engine)
+    except SchemaBehind as exc:
+        exit_with(str(exc))
+
+
+def bind_or_exit(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts, so a taken port is one clear line
+    instead of a traceback after the migrations ran."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            exit_with(
+                f"port {port} on {host} is taken (another archsearch serve?); "
+                f"stop it or pick another port with --port"
+            )
+        exit_with(f"cannot listen on {host}:{port}: {exc.strerror}")
+    return sock
+
+
+def run_http(app: FastAPI, sock: socket.socket) -> None:
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_embedded(settings: Settings) -> None:
+    """API and a local runner in one process; a SQLite database is migrated automatically."""
+    quiet_logging()
+    if not settings.tokens_required and settings.host not in LOOPBACK_HOSTS:
+        exit_with(
+            f"without tokens the embedded server only binds to localhost, not {settings.host}; "
+            "set ARCHSEARCH_AUTH=token and create tokens with `archsearch admin` to serve a network"
+        )
+    sock = bind_or_exit(settings.host, settings.port)
+    services = Services.from_settings(settings)
+    if settings.resolved_database_url.startswith("sqlite"):
+        upgrade(settings.resolved_database_url)  # one user, one file: keep it current
+    check_schema_or_exit(services)
+    runner = LocalRunner(services, threads=settings.local_runner_threads)
+    runner.start()
+    url = f"http://{settings.host}:{settings.port}"
+    console.print(
+        f"archsearch (embedded) at {url}\n"
+        f"  API docs: {url}/docs\n"
+        f"  data:     {settings.home}\n"
+        "  stop with Ctrl+C",
+        highlight=False,
+    )
+    try:
+        run_http(create_app(services, runner), sock)
+    finally:
+        runner.stop()
+
+
+def serve_team_api(settings: Settings) -> None:
+    quiet_logging()
+    if settings.broker_url is None or settings.database_url is None:
+        exit_with(
+            "`archsearch api` needs ARCHSEARCH_DATABASE_URL and ARCHSEARCH_BROKER_URL; "
+            "for one machine use `archsearch serve`"
+        )
+    sock = bind_or_exit(settings.host, settings.port)
+    services = Services.from_settings(settings)
+    check_schema_or_exit(services)
+    console.print(
+        f"archsearch API at http://{settings.host}:{settings.port}  (docs: /docs)", highlight=False
+    )
+    run_http(create_app(services, CeleryEnqueuer(settings)), sock)
+
+
+def visible_gpus() -> list[str]:
+    """GPU indices this machine offers, without importing torch in the supervisor."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return [i for i in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if i.strip()]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    listing = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [line.strip() for line in listing.stdout.splitlines() if line.strip().isdigit()]
+
+
+def run_worker(settings: Settings, device: str, extra: list[str]) -> None:
+    """One worker process per device: each GPU gets its own process pinned to it."""
+    if settings.broker_url is None:
+        exit_with(
+            "`archsearch worker` needs ARCHSEARCH_BROKER_URL (and ARCHSEARCH_DATABASE_URL); "
+            "`archsearch serve` runs jobs itself"
+        )
+    check_schema_or_exit(Services.from_settings(settings))
+    gpus = visible_gpus() if device in ("auto", "cuda") else []
+    if device == "cuda" and not gpus:
+        exit_with("--device cuda but this machine shows no GPU (nvidia-smi)")
+    if len(gpus) > 1:
+        supervise_one_per_gpu(gpus, extra)
+        return
+    kind = "cuda" if gpus else "cpu"
+    app = create_worker_app(settings.model_copy(update={"worker_device": kind}))
+    queues = f"{settings.queue_name},{settings.queue_name}.{kind}"
+    app.worker_main(["worker", "--loglevel=INFO", "--concurrency=1", "-Q", queues, *extra])
+
+
+def supervise_one_per_gpu(gpus: list[str], extra: list[str]) -> None:
+    command = [sys.executable, "-m", "archsearch.cli.main", "worker", "--device", "cuda"]
+    children = [
+        subprocess.Popen(
+            [*command, "-n", f"gpu{index}@%h", *extra],
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": index},
+        )
+        for index in gpus
+    ]
+    try:
+        for child in children:
+            child.wait()
+    finally:
+        for child in children:
+            child.terminate()

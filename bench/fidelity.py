@@ -1,0 +1,324 @@
+"""Do the papers' headline claims show at CPU scale? One run, three datasets, three seeds.
+
+Each claim is measured as two arms, each a job run in-process exactly as a worker runs it
+(`parse_job_spec` -> `load_dataset` -> the method's `run(spec, data, ctx)` with an
+`InMemoryContext`), at the documented defaults except where the table says otherwise:
+
+1. DNW (Wortsman et al., Table 1): `search` with `dnw` beats `random_graph` at equal edges.
+2. Growth (Verbockhaven et al., section 4): `grow` from [1, 1] gets near the documented
+   `train` MLP (256, 128) with far fewer parameters (within 3 points, at most half of them).
+3. Two temperatures (Differentiable Architecture Pruning, section 4.1): t_soft = t_hard/100
+   beats t_soft = t_hard.
+4. Weight-free (Disentangling Architectures and Weights, section 4): `weights: free` (bin)
+   within 3 points of `weights: learned` (real) at the same density.
+5. Transfer (Differentiable Architecture Pruning, section 4.2): a mask learned on one task
+   and retrained few-shot (50 per class) on another beats a random mask at that density.
+
+CPU-scale deviations (printed with the table): training subsets, a test subset, and for the
+search rows fewer training images than the others. Verdicts: "holds" when the mean
+difference favours the claim by more than the larger std, "weak" when it favours it by
+less, "does not hold" otherwise.
+
+Run: python bench/fidelity.py [--quick]   (about 20 minutes on 2 cores; --quick: a smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Measure this checkout, whatever copy of the project is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from archsearch.core.context import InMemoryContext
+from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
+from archsearch.core.methods import get_method
+from archsearch.core.spec import DatasetRef, parse_job_spec
+
+DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
+DATASETS = ("digits", "mnist", "fashion_mnist")
+SEEDS = (0, 1, 2)
+TRANSFER_TARGET = {"mnist": "fashion_mnist", "fashion_mnist": "mnist"}
+
+
+@dataclass(frozen=True)
+class Scale:
+    """CPU-scale sizes: training subsets (None: the whole split) and the test subset."""
+
+    train: int | None
+    search_train: int | None
+    test: int
+    epochs: dict[str, int]  # method -> epochs, where they differ from the documented ones
+
+
+FULL = Scale(train=6000, search_train=2000, test=2000, epochs={"grow": 15})
+QUICK = Scale(
+    train=300,
+    search_train=200,
+    test=200,
+    epochs={m: 1 for m in ("search", "grow", "prune", "train")},
+)
+
+
+def _subset(dataset: str, n: int | None) -> dict[str, Any]:
+    # digits (1437 training images) is small enough to use whole.
+    return (
+        {"name": dataset}
+        if dataset == "digits" or n is None
+        else {"name": dataset, "train_subset": n}
+    )
+
+
+@cache
+def _whole(dataset: str, test_size: int) -> Dataset:
+    """A dataset loaded once per process, its test split cut to `test_size` images."""
+    data = load_dataset(DatasetRef(name=dataset), DATA_DIRS)
+    return replace(data, x_test=data.x_test[:test_size], y_test=data.y_test[:test_size])
+
+
+def run_job(
+    job: dict[str, Any], scale: Scale, ctx: InMemoryContext | None = None
+) -> tuple[dict[str, float], InMemoryContext]:
+    """One job the way a worker runs it; the test split cut to `scale.test` images."""
+    spec = parse_job_spec(job)
+    assert spec.dataset.name is not None, "the bench uses built-in datasets"
+    # What load_dataset(spec.dataset, dirs, seed) gives, without re-reading the files.
+    data = training_subset(_whole(spec.dataset.name, scale.test), spec.dataset, spec.training.seed)
+    ctx = ctx or InMemoryContext()
+    result = get_method(spec.method)(spec, data, ctx)
+    return result.metrics, ctx
+
+
+def _training(method: str, seed: int, scale: Scale) -> dict[str, Any]:
+    epochs = scale.epochs.get(method)
+    return {"seed": seed, **({"epochs": epochs} if epochs else {})}
+
+
+def _job(method: str, dataset: str, seed: int, scale: Scale, **fields: Any) -> dict[str, Any]:
+    n = scale.search_train if method == "search" else scale.train
+    return {
+        "method": method,
+        "dataset": _subset(dataset, n),
+        "training": _training(method, seed, scale),
+        **fields,
+    }
+
+
+def _default_t_hard() -> float:
+    spec = parse_job_spec({"method": "prune", "dataset": {"name": "digits"}})
+    return float(spec.temperatures.t_hard)  # type: ignore[attr-defined]
+
+
+# Each arm: (dataset, seed, scale) -> (accuracy, parameters); a claim has arms A and B.
+Arm = Callable[[str, int, Scale], tuple[float, float]]
+
+
+def _accuracy(job: dict[str, Any], scale: Scale) -> tuple[float, float]:
+    metrics, _ = run_job(job, scale)
+    return metrics["test_accuracy"], metrics.get("parameters", float("nan"))
+
+
+def dnw(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    return _accuracy(_job("search", dataset, seed, scale), scale)
+
+
+def random_graph(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    return _accuracy(
+        _job("search", dataset, seed, scale, search={"strategy": "random_graph"}), scale
+    )
+
+
+def grow(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    return _accuracy(_job("grow", dataset, seed, scale, growth={"baseline": False}), scale)
+
+
+def large_fixed(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    return _accuracy(_job("train", dataset, seed, scale), scale)
+
+
+def _prune_t_soft(divisor: float) -> Arm:
+    def arm(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+        t_hard = _default_t_hard()
+        temperatures = {"t_hard": t_hard, "t_soft": t_hard / divisor}
+        return _accuracy(_job("prune", dataset, seed, scale, temperatures=temperatures), scale)
+
+    return arm
+
+
+def _prune_weights(weights: str) -> Arm:
+    def arm(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+        return _accuracy(_job("prune", dataset, seed, scale, weights=weights), scale)
+
+    return arm
+
+
+def _transfer(mask: str) -> Arm:
+    def arm(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+        # The mask is learned on `dataset` and retrained few-shot on its partner task.
+        if dataset not in TRANSFER_TARGET:
+            return float("nan"), float("nan")
+        _, source = run_job(_job("prune", dataset, seed, scale), scale)
+        target = {"name": TRANSFER_TARGET[dataset], "samples_per_class": 50}
+        job = {
+            "method": "transfer",
+            "dataset": target,
+            "training": {"seed": seed},
+            "source_job": "source",
+            "mask": mask,
+        }
+        return _accuracy_in(job, scale, source)
+
+    return arm
+
+
+def _accuracy_in(job: dict[str, Any], scale: Scale, source: InMemoryContext) -> tuple[float, float]:
+    metrics, _ = run_job(job, scale, InMemoryContext(other_jobs={"source": source.artifacts}))
+    return metrics["test_accuracy"], metrics.get("parameters", float("nan"))
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    a_label: str
+    b_label: str
+    a: Arm
+    b: Arm
+    kind: str = "above"  # "above": A > B; "close": A within `tolerance` of B, fewer params
+    tolerance: float = 0.03
+    max_param_ratio: float = 1.0
+
+
+CLAIMS = (
+    Claim("DNW > random graph (search)", "dnw", "random_graph", dnw, random_graph),
+    Claim(
+        "grow [1,1] ~ fixed MLP (256,128)",
+        "grow",
+        "train mlp",
+        grow,
+        large_fixed,
+        "close",
+        0.03,
+        0.5,
+    ),
+    Claim(
+        "t_soft=t_hard/100 > t_soft=t_hard",
+        "t_hard/100",
+        "t_hard",
+        _prune_t_soft(100.0),
+        _prune_t_soft(1.0),
+    ),
+    Claim(
+        "weight-free bin ~ real",
+        "bin (free)",
+        "real",
+        _prune_weights("free"),
+        _prune_weights("learned"),
+        "close",
+    ),
+    Claim(
+        "transferred AP mask > random",
+        "learned",
+        "random",
+        _transfer("learned"),
+        _transfer("random"),
+    ),
+)
+
+
+def _task(
+    args: tuple[int, str, int, str, Scale],
+) -> tuple[int, str, int, str, tuple[float, float], float]:
+    claim_index, dataset, seed, side, scale = args
+    torch.set_num_threads(1)
+    claim = CLAIMS[claim_index]
+    start = time.perf_counter()
+    value = (claim.a if side == "a" else claim.b)(dataset, seed, scale)
+    return claim_index, dataset, seed, side, value, time.perf_counter() - start
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if v == v]
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+
+
+def verdict(
+    claim: Claim, a: list[tuple[float, float]], b: list[tuple[float, float]]
+) -> tuple[str, str]:
+    (ma, sa), (mb, sb) = _mean_std([x[0] for x in a]), _mean_std([x[0] for x in b])
+    if ma != ma or mb != mb:
+        return "n/a", "n/a (no partner task of the same input shape)"
+    diff = ma - mb
+    if claim.kind == "close":
+        detail, near = f"gap {diff:+.3f}", diff >= -claim.tolerance
+        if claim.max_param_ratio < 1:  # and with far fewer parameters
+            ratio = _mean_std([x[1] for x in a])[0] / _mean_std([x[1] for x in b])[0]
+            detail, near = f"{detail}, params x{ratio:.3f}", near and ratio <= claim.max_param_ratio
+        return detail, "holds" if near else "does not hold"
+    spread = max(sa, sb)
+    word = "holds" if diff > spread else "weak" if diff > 0 else "does not hold"
+    return f"{diff:+.3f}", word
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny subsets, 1 epoch: a smoke run")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    scale = QUICK if args.quick else FULL
+    seeds = SEEDS[:1] if args.quick else SEEDS
+    tasks = [
+        (c, d, s, side, scale)
+        for c in range(len(CLAIMS))
+        for d in DATASETS
+        for s in seeds
+        for side in "ab"
+    ]
+    start = time.perf_counter()
+    results: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for c, d, _seed, side, value, _seconds in pool.map(_task, tasks):
+            results.setdefault((c, d, side), []).append(value)
+    _print_table(scale, seeds, results, time.perf_counter() - start)
+
+
+def _print_table(
+    scale: Scale,
+    seeds: tuple[int, ...],
+    results: dict[tuple[int, str, str], list[tuple[float, float]]],
+    seconds: float,
+) -> None:
+    print(f"fidelity at CPU scale: {len(seeds)} seeds, test accuracy mean +- std")
+    print(
+        f"deviations from the documented defaults: training subsets {scale.train} images "
+        f"(search: {scale.search_train}; digits: all 1437), test subsets {scale.test} "
+        f"(digits: all 360), epochs overridden {scale.epochs or 'nowhere'}; transfer: "
+        "few-shot 50 per class on the partner task (mnist <-> fashion_mnist)"
+    )
+    header = f"{'claim':36} {'dataset':14} {'A':>18} {'B':>18} {'A - B':>22}  verdict"
+    print(header)
+    print("-" * len(header))
+    for c, claim in enumerate(CLAIMS):
+        for d in DATASETS:
+            a, b = results[(c, d, "a")], results[(c, d, "b")]
+            (ma, sa), (mb, sb) = _mean_std([x[0] for x in a]), _mean_std([x[0] for x in b])
+            detail, word = verdict(claim, a, b)
+            cell_a = f"{claim.a_label} {ma:.3f}+-{sa:.3f}"
+            cell_b = f"{claim.b_label} {mb:.3f}+-{sb:.3f}"
+            print(f"{claim.name:36} {d:14} {cell_a:>18} {cell_b:>18} {detail:>22}  {word}")
+    print(f"total {seconds:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
