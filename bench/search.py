@@ -33,7 +33,7 @@ from archsearch.core.methods import get_method
 from archsearch.core.methods.search import train_wiring
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import searchable_edges
-from archsearch.core.spec import parse_job_spec
+from archsearch.core.spec import SearchJob, parse_job_spec
 from archsearch.core.spec.common import DatasetRef
 from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 from archsearch.core.training import evaluate, seed_everything
@@ -55,7 +55,7 @@ def _step_fn(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, dnw: bool
     def step() -> None:
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        torch.autograd.backward(loss)
         opt.step()
         if dnw:
             with torch.no_grad():
@@ -132,7 +132,8 @@ def accuracy_table(
             per_run = (time.perf_counter() - start) / len(seeds)
             accs = [r["test_accuracy"] for r in results]
             print(
-                f"{label:22s} {strategy:13s} {_mean_std(accs):26s} {results[0]['real_edges']:10.0f} "
+                f"{label:22s} {strategy:13s} {_mean_std(accs):26s} "
+                f"{results[0]['real_edges']:10.0f} "
                 f"{statistics.mean(r['macs'] for r in results):12.0f} "
                 f"{statistics.mean(r['removed_nodes'] for r in results):10.1f} {per_run:8.1f}",
                 flush=True,
@@ -159,6 +160,7 @@ def _train_fixed(
             },
         }
     )
+    assert isinstance(spec, SearchJob), "a search job"
     seed_everything(seed)
     net = create_model(Architecture(spec.model, data.input_shape, data.num_classes))
     edges = searchable_edges(net)[0]
@@ -215,7 +217,7 @@ def main() -> None:
         f"{test} test images, {epochs} epochs, SGD lr 0.1 momentum 0.9 wd 1e-4, cosine, "
         f"batch 128, seeds {seeds} =="
     )
-    settings = {
+    settings: dict[str, dict[str, Any]] = {
         "static conv (tiny)": {"name": "neural_graph"},
         "discrete conv T=4": {"name": "neural_graph", "setting": "discrete"},
         "static MLP-style": {

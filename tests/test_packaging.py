@@ -47,8 +47,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def venv(where: Path, *options: str) -> Path:
-    run(sys.executable, "-m", "venv", *options, where, cwd=where.parent)
+    # Without pip of its own (seeding one costs seconds): this pip installs into it.
+    run(sys.executable, "-m", "venv", "--without-pip", *options, where, cwd=where.parent)
     return where / "bin"
+
+
+def pip_install(bin_: Path, *args: str | Path) -> None:
+    python = bin_ / "python"
+    run(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", *args, cwd=bin_)
 
 
 def test_the_wheel_holds_archsearch_and_its_migrations_only(wheel: Path) -> None:
@@ -69,7 +75,7 @@ def test_the_wheel_holds_archsearch_and_its_migrations_only(wheel: Path) -> None
 
 def test_the_base_install_is_the_light_client(wheel: Path, tmp_path: Path) -> None:
     bin_ = venv(tmp_path / "light")
-    run(bin_ / "pip", "install", "--quiet", wheel, cwd=tmp_path)
+    pip_install(bin_, wheel)
 
     assert run(bin_ / "archsearch", "--version", cwd=tmp_path).strip() == "archsearch 0.1.0"
     run(bin_ / "python", "-c", "import archsearch.client, archsearch.cli.main", cwd=tmp_path)
@@ -97,7 +103,8 @@ def test_the_base_install_is_the_light_client(wheel: Path, tmp_path: Path) -> No
 
 def test_the_installed_copy_serves_the_server_side(wheel: Path, tmp_path: Path) -> None:
     bin_ = venv(tmp_path / "full", "--system-site-packages")
-    run(bin_ / "pip", "install", "--quiet", "--no-deps", wheel, cwd=tmp_path)
+    # --ignore-installed: the editable install of this machine is never looked at, nor touched.
+    pip_install(bin_, "--no-deps", "--ignore-installed", wheel)
     where = run(
         bin_ / "python",
         "-c",

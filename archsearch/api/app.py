@@ -11,7 +11,8 @@ from fastapi_offline import FastAPIOffline
 from archsearch.api.auth import TokenCache, current_principal
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
-from archsearch.api.routes import artifacts, datasets, health, jobs, queue
+from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
+from archsearch.api.routes import artifacts, datasets, health, jobs, logs, metrics, queue
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
@@ -43,10 +44,17 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         upload_max_bytes=settings.upload_max_bytes,
         json_max_bytes=settings.json_max_bytes,
     )
+    # Added last, so outermost: it also counts requests the body limit refuses.
+    app.state.metrics_registry = metrics_registry(services)
+    app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))
     # Every /v1 route authenticates (a no-op in embedded mode); health checks do not.
-    for module in (jobs, artifacts, datasets, queue):
+    for module in (jobs, artifacts, logs, datasets, queue):
         app.include_router(
             module.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
         )
     app.include_router(health.router)
+    # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
+    app.include_router(
+        metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
+    )
     return app

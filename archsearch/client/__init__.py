@@ -12,7 +12,13 @@ pydantic: `pip install archsearch` brings no torch and no server.
 """
 
 from archsearch.client.client import DEFAULT_URL, TERMINAL, ArchsearchClient
-from archsearch.client.errors import AmbiguousJobId, ApiError, ClientError, ServerUnreachable
+from archsearch.client.errors import (
+    AmbiguousJobId,
+    ApiError,
+    ClientError,
+    ServerStoppedAnswering,
+    ServerUnreachable,
+)
 
 __all__ = [
     "DEFAULT_URL",
@@ -21,5 +27,6 @@ __all__ = [
     "ApiError",
     "ArchsearchClient",
     "ClientError",
+    "ServerStoppedAnswering",
     "ServerUnreachable",
 ]

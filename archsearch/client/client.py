@@ -19,7 +19,13 @@ import httpx
 from httpx_retries import Retry, RetryTransport
 from pydantic import BaseModel
 
-from archsearch.client.errors import AmbiguousJobId, ApiError, ClientError, ServerUnreachable
+from archsearch.client.errors import (
+    AmbiguousJobId,
+    ApiError,
+    ClientError,
+    ServerStoppedAnswering,
+    ServerUnreachable,
+)
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
 from archsearch.schemas.datasets import DatasetPublic, DatasetsPublic, UploadedDatasetPublic
 from archsearch.schemas.jobs import (
@@ -88,6 +94,8 @@ class ArchsearchClient:
             response = self.http.request(method, path, **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ServerUnreachable(self.url) from exc
+        except httpx.TransportError as exc:
+            raise ServerStoppedAnswering(self.url, exc) from exc
         if response.status_code >= 400:
             raise ApiError.from_response(response)
         return response
@@ -183,7 +191,7 @@ class ArchsearchClient:
         while True:
             try:
                 job = self.get_job(job_id)
-            except (ServerUnreachable, ApiError) as exc:
+            except (ServerUnreachable, ServerStoppedAnswering, ApiError) as exc:
                 if isinstance(exc, ApiError) and exc.status not in RETRY_STATUSES:
                     raise
                 _check_deadline(deadline, f"job {job_id}: the server was unreachable")
@@ -227,6 +235,8 @@ class ArchsearchClient:
                 expected = response.headers.get("x-content-sha256")
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ServerUnreachable(self.url) from exc
+        except httpx.TransportError as exc:
+            raise ServerStoppedAnswering(self.url, exc) from exc
         if expected and digest.hexdigest() != expected:
             destination.unlink()
             raise ApiError(200, "checksum_mismatch", f"{name}: sha256 differs from the server's")

@@ -40,6 +40,14 @@ class ServerUnreachable(ClientError):
         self.url = url
 
 
+class ServerStoppedAnswering(ClientError):
+    """The server took the request but the connection broke or timed out before its answer."""
+
+    def __init__(self, url: str, error: httpx.TransportError) -> None:
+        super().__init__(f"the archsearch server at {url} stopped answering ({error!r})")
+        self.url = url
+
+
 class AmbiguousJobId(ClientError):
     """A job id prefix that more than one of the caller's jobs starts with."""
 

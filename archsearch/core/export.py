@@ -77,6 +77,7 @@ def count_macs(model: nn.Module, input_shape: tuple[int, ...], nonzero_only: boo
 
     def weight_count(module: nn.Module) -> int:
         weight = module.weight
+        assert isinstance(weight, torch.Tensor), "linear and conv layers have a weight"
         return int((weight != 0).sum().item()) if nonzero_only else weight.numel()
 
     def on_linear(

@@ -66,7 +66,7 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> Iterator[to
     """Shuffled index batches; the order depends only on (seed, epoch)."""
     generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
     order = torch.randperm(n, generator=generator)
-    yield from order.split(batch_size)
+    yield from torch.split(order, batch_size)
 
 
 def steps_per_epoch(n: int, batch_size: int) -> int:
@@ -223,7 +223,7 @@ def _train_epoch(
         loss = hooks.loss(model, xb, yb)
         ensure_finite(loss, step)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        torch.autograd.backward(loss)
         if spec.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
         optimizer.step()

@@ -134,3 +134,16 @@ def test_compaction_removes_exactly_the_dead_nodes_of_a_hand_made_graph() -> Non
     x = torch.randn(5, *SHAPE)
     torch.testing.assert_close(compact(x), model(x), rtol=1e-4, atol=1e-5)
     assert float(compact.graphs[0].offsets[-1].abs().sum()) > 0, "node 2's output was folded"
+
+
+def test_mlp_style_graph_is_invariant_to_the_scale_of_its_edges() -> None:
+    """Every MLP-style node normalises its input and h normalises the output nodes, so the
+    forward pass (training mode) cannot blow up with the edge weights: the mechanism by which
+    the unnormalised graph diverged at the search defaults (SGD lr 0.1)."""
+    model, _ = _build(CONFIGS["mlp-style"])
+    x = torch.randn(16, *SHAPE)
+    before = model(x)
+    with torch.no_grad():
+        for graph in model.graphs:
+            graph.edges.weight.mul_(100.0)
+    torch.testing.assert_close(model(x), before, rtol=1e-3, atol=1e-3)

@@ -10,8 +10,8 @@ import torch
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.errors import DivergedError, JobCancelled
-from archsearch.core.models import Architecture, create_model
 from archsearch.core.methods import train as train_method
+from archsearch.core.models import Architecture, create_model
 from archsearch.core.spec import (
     DatasetRef,
     MLPConfig,

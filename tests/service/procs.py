@@ -65,10 +65,16 @@ class Proc:
 
 
 def start(name: str, args: list[str], env: dict[str, str], log_dir: Path) -> Proc:
+    """An `archsearch` command (api, worker, ...) in its own process group."""
+    return start_program(name, [sys.executable, "-m", "archsearch.cli.main", *args], env, log_dir)
+
+
+def start_program(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Proc:
+    """Any program (e.g. the S3 server of the object-store tests), logging to `log_dir`."""
     log_path = log_dir / f"{name}-{time.monotonic_ns()}.log"
     handle = open(log_path, "wb")
     popen = subprocess.Popen(
-        [sys.executable, "-m", "archsearch.cli.main", *args],
+        argv,
         env={**os.environ, **env},
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -88,7 +88,7 @@ def _subset_indices(labels: torch.Tensor, ref: DatasetRef, seed: int) -> torch.T
         # Few-shot: the first n shuffled samples of every class, in shuffled order.
         shuffled_labels = labels[order]
         keep = torch.zeros(len(labels), dtype=torch.bool)
-        for cls in shuffled_labels.unique():
+        for cls in torch.unique(shuffled_labels):
             keep[(shuffled_labels == cls).nonzero().flatten()[: ref.samples_per_class]] = True
         order = order[keep]
     if ref.train_subset is not None:

@@ -9,6 +9,7 @@ weights on the found support, the paper's bin -> real).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -164,13 +165,15 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     metrics = {
         "test_accuracy": test_acc,
         "test_loss": test_loss,
-        "target_density": spec.density if spec.density is not None else float("nan"),
         "masks_frozen_at_step": float(trainer.frozen_at_step),
-        # Accuracy lost by binarising the relaxed network at the end (nan: the masks froze
-        # during training and the weights trained on the binary mask afterwards).
-        "binarisation_gap": trainer.relaxed_accuracy - test_acc,
         **density_report(model),
     }
+    if spec.density is not None:
+        metrics["target_density"] = spec.density
+    if math.isfinite(trainer.relaxed_accuracy):
+        # Accuracy lost by binarising the relaxed network at the end (absent when the masks
+        # froze during training and the weights trained on the binary mask afterwards).
+        metrics["binarisation_gap"] = trainer.relaxed_accuracy - test_acc
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss)
     metrics.update(quality)
     ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")

@@ -3,6 +3,8 @@ false), then an MLP head."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 from torch import nn
 
@@ -28,19 +30,20 @@ class CNN(nn.Module):
         channels_in, height, width = input_shape
         channels = [channels_in, *config.channels]
         self.features = nn.Sequential(
-            *(conv_block(c_in, c_out, config) for c_in, c_out in zip(channels, channels[1:]))
+            *(conv_block(c_in, c_out, config) for c_in, c_out in pairwise(channels))
         )
         shrink = 2 ** len(config.channels) if config.pool else 1
         flat = channels[-1] * (height // shrink) * (width // shrink)
         widths = [flat, *config.hidden, num_classes]
-        self.head = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.head = nn.ModuleList(nn.Linear(a, b) for a, b in pairwise(widths))
         self.act = activation(config.activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.features(x).flatten(1)  # (B, C*H'*W')
         for layer in self.head[:-1]:
             h = self.act(layer(h))
-        return self.head[-1](h)  # (B, classes)
+        logits: torch.Tensor = self.head[-1](h)  # (B, classes)
+        return logits
 
 
 @register_model("cnn")

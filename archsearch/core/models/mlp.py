@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 from torch import nn
 
@@ -18,7 +20,7 @@ class MLP(nn.Module):
         super().__init__()
         widths = [in_features, *config.hidden, num_classes]
         self.layers = nn.ModuleList(
-            nn.Linear(w_in, w_out, bias=config.bias) for w_in, w_out in zip(widths, widths[1:])
+            nn.Linear(w_in, w_out, bias=config.bias) for w_in, w_out in pairwise(widths)
         )
         self.act = activation(config.activation)
         self.dropout = nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
@@ -27,7 +29,8 @@ class MLP(nn.Module):
         h = x.flatten(1)  # (B, F)
         for layer in self.layers[:-1]:
             h = self.dropout(self.act(layer(h)))
-        return self.layers[-1](h)  # (B, classes)
+        logits: torch.Tensor = self.layers[-1](h)  # (B, classes)
+        return logits
 
 
 @register_model("mlp")

@@ -52,7 +52,8 @@ class MobileNetV1(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.pool(self.features(x)).flatten(1)  # (B, C)
-        return self.classifier(h)  # (B, classes)
+        logits: torch.Tensor = self.classifier(h)  # (B, classes)
+        return logits
 
 
 @register_model("mobilenet_v1")

@@ -55,8 +55,8 @@ def _stage_graph(config: MobileNetDNWConfig, stage: int, hw: tuple[int, int]) ->
     stride = 1 if stage == 0 else 2
     if config.compact is not None:
         compact = config.compact[stage]
-        edges = SparseEdges(sum(compact.blocks), list(compact.edges))
-        return StaticGraph(compact.blocks, edges, op, stride, hw if compact.offsets else None)
+        sparse = SparseEdges(sum(compact.blocks), list(compact.edges))
+        return StaticGraph(compact.blocks, sparse, op, stride, hw if compact.offsets else None)
     blocks = config.stage_blocks()[stage]
     edges = GraphEdges(block_admissible(blocks), config.stage_budgets()[stage])
     return StaticGraph(blocks, edges, op, stride)
@@ -85,7 +85,8 @@ class MobileNetDNW(nn.Module):
         for graph in self.graphs:
             z = graph(z)  # the output nodes of stage s are the input nodes of stage s + 1
         z = F.relu(self.head_norm(z)).mean(dim=(2, 3))  # (B, 1024d)
-        return self.fc(z)  # (B, classes)
+        logits: torch.Tensor = self.fc(z)  # (B, classes)
+        return logits
 
 
 @register_model("mobilenet_dnw")

@@ -45,7 +45,7 @@ def _graph_hw(config: NeuralGraphConfig, input_shape: tuple[int, ...]) -> tuple[
 
 
 def build_graph(config: NeuralGraphConfig, input_shape: tuple[int, ...]) -> nn.Module:
-    op = OpSpec(config.node_op, config.norm, config.activation)
+    op = OpSpec(config.node_op, config.node_norm, config.activation)
     compact = config.compact
     if config.setting == "static":
         blocks = (
@@ -110,7 +110,8 @@ class NeuralGraphClassifier(nn.Module):
         if z.dim() == 2:
             z = z[:, :, None, None]  # MLP-style: one node per feature, (B, F, 1, 1)
         out = self.graphs[0](z)  # (B, output_nodes, H, W)
-        return self.fc(self.head_norm(out.mean(dim=(2, 3))))  # (B, classes)
+        logits: torch.Tensor = self.fc(self.head_norm(out.mean(dim=(2, 3))))  # (B, classes)
+        return logits
 
 
 @register_model("neural_graph")

@@ -46,7 +46,8 @@ class VGG(nn.Module):
         h = self.pool(self.features(x)).flatten(1)  # (B, C)
         for layer in self.head[:-1]:
             h = self.act(layer(h))
-        return self.head[-1](h)  # (B, classes)
+        logits: torch.Tensor = self.head[-1](h)  # (B, classes)
+        return logits
 
 
 @register_model("vgg")

@@ -30,6 +30,9 @@ class GraphEdges(nn.Module):
             input), so that the init keeps E[I_v^2] near 1.
     """
 
+    admissible: torch.Tensor  # buffers, declared for the type checker
+    mask: torch.Tensor
+
     def __init__(self, admissible: torch.Tensor, k: int, source_gain: float = 1.0) -> None:
         super().__init__()
         n_adm = int(admissible.sum())
@@ -103,6 +106,9 @@ class GraphEdges(nn.Module):
 
 class SparseEdges(nn.Module):
     """The compact form: only the real edges, as (target, source) index lists and weights."""
+
+    targets: torch.Tensor  # buffers, declared for the type checker
+    sources: torch.Tensor
 
     def __init__(self, num_nodes: int, edges: list[tuple[int, int]]) -> None:
         super().__init__()

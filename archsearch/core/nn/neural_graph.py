@@ -19,6 +19,7 @@ removed from a compact model by indexing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -61,6 +62,9 @@ def mix(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 class NodeOps(nn.Module):
     """Per-node parameters of `n` nodes: norm affine (+ running stats) and a 3x3 kernel."""
 
+    running_mean: torch.Tensor  # buffers (batch norm only), declared for the type checker
+    running_var: torch.Tensor
+
     def __init__(self, n: int, spec: OpSpec) -> None:
         super().__init__()
         self.spec = spec
@@ -99,7 +103,7 @@ class NodeOps(nn.Module):
         return 9 * nodes if self.spec.kind == "conv" else 0
 
 
-_ACTS = {
+_ACTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "selu": F.selu,
     "gelu": F.gelu,
@@ -120,6 +124,8 @@ class StaticGraph(nn.Module):
         offsets_shape: (H, W) to add a constant per-node input (compact models fold the
             contribution of removed, input-independent nodes into it); None for none.
     """
+
+    offsets: torch.Tensor | None  # a buffer when `offsets_shape` is given
 
     def __init__(
         self,
@@ -166,7 +172,8 @@ class StaticGraph(nn.Module):
             states.append(z)
             b = self.starts[i + 1]
             out = mix(z, w[b:, self.starts[i] : b])  # (B, N - b, H, W)
-            for j, piece in enumerate(out.split(list(self.blocks[i + 1 :]), dim=1), start=i + 1):
+            pieces = torch.split(out, list(self.blocks[i + 1 :]), dim=1)
+            for j, piece in enumerate(pieces, start=i + 1):
                 prev = acc[j] if acc[j] is not None else self._offset(j)
                 acc[j] = piece if prev is None else prev + piece
         self.hw = tuple(states[0].shape[2:])  # type: ignore[assignment]
@@ -188,7 +195,7 @@ class StaticGraph(nn.Module):
 
 
 class _Dynamics(nn.Module):
-    """f(S) = A conv(relu(norm(S))) (conv nodes) or A act(S) (MLP-style nodes).
+    """f(S) = A conv(relu(norm(S))) (conv nodes) or A act(norm(S)) (MLP-style nodes).
 
     Each node applies the static graph's op (norm, ReLU, conv) to its state before sending
     it along the edges, so the states read at the end are not normalised: a global average
@@ -269,7 +276,8 @@ class DynamicGraph(nn.Module):
         out = solve(
             self.dynamics, s, times, rtol=self.ode_tol, atol=self.ode_tol, method=self.ode_method
         )
-        return out[-1]
+        final: torch.Tensor = out[-1]
+        return final
 
     def macs(self) -> int:
         """Multiply-adds per sample of one evaluation of f, times the discrete steps.
@@ -293,3 +301,14 @@ def block_admissible(blocks: tuple[int, ...]) -> torch.Tensor:
 def conv_out(size: int, stride: int) -> int:
     """Spatial size after a 3x3 conv with padding 1."""
     return (size - 1) // stride + 1
+
+
+def model_graphs(model: nn.Module) -> list[StaticGraph | DynamicGraph]:
+    """The neural graphs of a DNW model (its `graphs` list), typed."""
+    graphs = list(model.get_submodule("graphs").children())
+    typed = [g for g in graphs if isinstance(g, StaticGraph | DynamicGraph)]
+    assert len(typed) == len(graphs), "a DNW model's `graphs` holds only neural graphs"
+    return typed
+
+
+Graph = StaticGraph | DynamicGraph

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from archsearch.core.models.registry import Architecture, create_model
-from archsearch.core.nn.neural_graph import DynamicGraph, StaticGraph
+from archsearch.core.nn.neural_graph import DynamicGraph, Graph, StaticGraph, model_graphs
 from archsearch.core.spec.graph_model_configs import CompactGraph
 
 
@@ -47,11 +47,12 @@ def static_keep(chain: list[StaticGraph]) -> list[torch.Tensor]:
     for graph in chain:
         reach.append(_forward_reach(graph, link))
         link = reach[-1][graph.starts[-2] :]
-    live, link = [None] * len(chain), torch.ones(chain[-1].blocks[-1], dtype=torch.bool)
-    for i in range(len(chain) - 1, -1, -1):
-        live[i] = _backward_live(chain[i], link)
-        link = live[i][: chain[i].blocks[0]]
-    keep = [r & lv for r, lv in zip(reach, live, strict=True)]  # type: ignore[operator]
+    live: list[torch.Tensor] = []
+    link = torch.ones(chain[-1].blocks[-1], dtype=torch.bool)
+    for graph in reversed(chain):
+        live.insert(0, _backward_live(graph, link))
+        link = live[0][: graph.blocks[0]]
+    keep = [r & lv for r, lv in zip(reach, live, strict=True)]
     keep[0][: chain[0].blocks[0]] = True
     keep[-1][chain[-1].starts[-2] :] = True
     for i in range(len(chain) - 1):  # one node, two roles: same decision on both sides
@@ -74,7 +75,7 @@ def dynamic_keep(graph: DynamicGraph) -> torch.Tensor:
     return live
 
 
-def _compact_spec(graph: nn.Module, keep: torch.Tensor, offsets: bool) -> CompactGraph:
+def _compact_spec(graph: Graph, keep: torch.Tensor, offsets: bool) -> CompactGraph:
     kept = keep.nonzero().flatten()
     new_id = torch.full((len(keep),), -1, dtype=torch.long)
     new_id[kept] = torch.arange(len(kept))
@@ -97,12 +98,14 @@ def compact_architecture(
     model: nn.Module, architecture: Architecture
 ) -> tuple[Architecture, list[torch.Tensor]]:
     """The compact architecture of a masked model and the kept-node masks per graph."""
-    graphs = list(model.graphs)
-    if isinstance(graphs[0], StaticGraph):
-        keeps = static_keep(graphs)
+    graphs = model_graphs(model)
+    static = [g for g in graphs if isinstance(g, StaticGraph)]
+    dynamic = [g for g in graphs if isinstance(g, DynamicGraph)]
+    if static:
+        keeps = static_keep(static)
         specs = [_compact_spec(g, k, True) for g, k in zip(graphs, keeps, strict=True)]
     else:
-        keeps = [dynamic_keep(g) for g in graphs]
+        keeps = [dynamic_keep(g) for g in dynamic]
         specs = [_compact_spec(g, k, False) for g, k in zip(graphs, keeps, strict=True)]
     config = architecture.config
     compact = specs[0] if config.name == "neural_graph" else tuple(specs)
@@ -116,17 +119,17 @@ def compact_architecture(
 def _copy_ops(full: nn.Module, compact: nn.Module, index: torch.Tensor) -> None:
     for name, tensor in compact.named_parameters(recurse=False):
         tensor.copy_(getattr(full, name)[index])
-    for name, tensor in compact.named_buffers(recurse=False):
-        tensor.copy_(getattr(full, name)[index])
+    for name, buffer in compact.named_buffers(recurse=False):
+        buffer.copy_(getattr(full, name)[index])
 
 
-def _transfer_graph(graph: nn.Module, compact: nn.Module, keep: torch.Tensor) -> None:
+def _transfer_graph(graph: Graph, compact: Graph, keep: torch.Tensor) -> None:
     w = graph.edges.matrix().detach()  # (N, N) real edges only
     real = graph.edges.real() & keep[:, None] & keep[None, :]
     pairs = real.nonzero()  # same order as _compact_spec
     compact.edges.weight.copy_(w[pairs[:, 0], pairs[:, 1]])
     kept = keep.nonzero().flatten()
-    if isinstance(graph, StaticGraph):
+    if isinstance(graph, StaticGraph) and isinstance(compact, StaticGraph):
         n_op = graph.ops.n
         _copy_ops(graph.ops, compact.ops, kept[kept < n_op])
         if compact.offsets is not None:
@@ -134,7 +137,7 @@ def _transfer_graph(graph: nn.Module, compact: nn.Module, keep: torch.Tensor) ->
             removed = (~keep[:n_op]).to(w.dtype)  # (N_op,)
             folded = torch.einsum("tu,uhw->thw", w[:, :n_op] * removed, graph.states[0])
             compact.offsets.copy_(folded[kept])
-    else:
+    elif isinstance(graph, DynamicGraph) and isinstance(compact, DynamicGraph):
         _copy_ops(graph.dynamics.ops, compact.dynamics.ops, kept)
 
 
@@ -151,11 +154,11 @@ def compact_model(model: nn.Module, architecture: Architecture) -> tuple[nn.Modu
     )
     was_training = model.training
     model.eval()
-    for graph in model.graphs:
+    for graph in model_graphs(model):
         graph.record_states = True
     # Removed constant nodes have the same state for any input: a zero image will do.
     model(torch.zeros(1, *architecture.input_shape, device=next(model.parameters()).device))
-    for graph, small, keep in zip(model.graphs, compact.graphs, keeps, strict=True):
+    for graph, small, keep in zip(model_graphs(model), model_graphs(compact), keeps, strict=True):
         graph.record_states = False
         _transfer_graph(graph, small, keep)
         graph.states = None
@@ -168,6 +171,6 @@ def model_macs(model: nn.Module, input_shape: tuple[int, ...]) -> int:
     from archsearch.core.export import count_macs
 
     total = count_macs(model, input_shape)  # nn.Conv2d / nn.Linear; also sets each graph's hw
-    total += sum(graph.macs() for graph in model.graphs)
+    total += sum(graph.macs() for graph in model_graphs(model))
     fc_macs = getattr(model.fc, "macs", None)
     return total + (fc_macs() if fc_macs else 0)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from archsearch.core.export import figure_png, new_figure, tensors_to_bytes
-from archsearch.core.nn.neural_graph import StaticGraph
+from archsearch.core.nn.neural_graph import Graph, StaticGraph, model_graphs
 from archsearch.core.search.strategies import searchable_edges
 
 
@@ -25,7 +25,7 @@ def mask_bytes(model: nn.Module) -> bytes:
     return tensors_to_bytes(masks)
 
 
-def _dead_nodes(graph: nn.Module, real: torch.Tensor) -> list[int]:
+def _dead_nodes(graph: Graph, real: torch.Tensor) -> list[int]:
     has_in, has_out = real.any(1), real.any(0)
     n = real.shape[0]
     if isinstance(graph, StaticGraph):
@@ -37,17 +37,21 @@ def _dead_nodes(graph: nn.Module, real: torch.Tensor) -> list[int]:
     return dead.nonzero().flatten().tolist()
 
 
-def graph_summary(graph: nn.Module, kept: torch.Tensor) -> dict[str, Any]:
+def graph_summary(graph: Graph, kept: torch.Tensor) -> dict[str, Any]:
     real = graph.edges.real()
     w = graph.edges.matrix().detach()
     pairs = real.nonzero()
-    static = isinstance(graph, StaticGraph)
+    if isinstance(graph, StaticGraph):
+        kind, blocks = "static", list(graph.blocks)
+        n_in, n_out = graph.blocks[0], graph.blocks[-1]
+    else:
+        kind, blocks, n_in, n_out = graph.time, None, graph.n_in, graph.n_out
     return {
-        "kind": "static" if static else graph.time,
+        "kind": kind,
         "nodes": int(real.shape[0]),
-        "blocks": list(graph.blocks) if static else None,
-        "input_nodes": graph.blocks[0] if static else graph.n_in,
-        "output_nodes": graph.blocks[-1] if static else graph.n_out,
+        "blocks": blocks,
+        "input_nodes": n_in,
+        "output_nodes": n_out,
         "real_edges": int(len(pairs)),
         "edges": [[int(s), int(t), float(w[t, s])] for t, s in pairs.tolist()],
         "edge_format": "[source, target, weight]",
@@ -62,12 +66,12 @@ def graph_json(model: nn.Module, keeps: list[torch.Tensor], strategy: str) -> di
         "strategy": strategy,
         "budget_scope": "per graph (per stage for mobilenet_dnw)",
         "budgets": budgets,
-        "graphs": [graph_summary(g, k) for g, k in zip(model.graphs, keeps, strict=True)],
+        "graphs": [graph_summary(g, k) for g, k in zip(model_graphs(model), keeps, strict=True)],
     }
 
 
 def adjacency_png(model: nn.Module) -> bytes:
-    graphs = list(model.graphs)
+    graphs = model_graphs(model)
     fig, axes = new_figure(ncols=len(graphs), width=4.2, height=4.0)
     for i, (graph, ax) in enumerate(zip(graphs, axes[0], strict=True)):
         w = graph.edges.matrix().detach().abs().cpu()

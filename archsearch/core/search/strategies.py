@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core.nn.graph_edges import GraphEdges
+from archsearch.core.nn.neural_graph import model_graphs
 from archsearch.core.nn.topk import topk_mask
 from archsearch.core.spec.search import SearchSpec
 from archsearch.core.training import TrainHooks
@@ -25,7 +26,7 @@ DENSE_FIRST = ("lottery_one_shot", "fine_tune")  # a dense phase, then a fixed t
 
 def searchable_edges(model: nn.Module) -> list[GraphEdges]:
     """Every top-k edge set of a model: one per graph, plus the FC of a "-Small" model."""
-    layers = [g.edges for g in model.graphs if isinstance(g.edges, GraphEdges)]
+    layers = [g.edges for g in model_graphs(model) if isinstance(g.edges, GraphEdges)]
     fc_edges = getattr(model.fc, "edges", None)
     return layers + ([fc_edges] if isinstance(fc_edges, GraphEdges) else [])
 

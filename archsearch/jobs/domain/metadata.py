@@ -6,8 +6,20 @@ from __future__ import annotations
 from archsearch.jobs.domain.accounts.tables import ApiToken, Team, User
 from archsearch.jobs.domain.base import Base
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.joblogs.tables import JobLogLine
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric, WorkerRecord
 
 metadata = Base.metadata
 
-ALL_TABLES = (Job, JobEvent, Metric, Artifact, WorkerRecord, Team, User, ApiToken, UploadedDataset)
+ALL_TABLES = (
+    Job,
+    JobEvent,
+    Metric,
+    Artifact,
+    WorkerRecord,
+    Team,
+    User,
+    ApiToken,
+    UploadedDataset,
+    JobLogLine,
+)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import enum
 import json
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -235,9 +236,15 @@ def record_progress(
         "updated_at": utcnow(),
     }
     if latest:
-        values["latest_metrics"] = latest
+        values["latest_metrics"] = finite_only(latest)
     session.execute(update(Job).where(Job.id == job_id).values(**values))
     return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+
+
+def finite_only(metrics: dict[str, float]) -> dict[str, float]:
+    """The metrics a JSON column can hold: JSON has no NaN or infinity (PostgreSQL refuses
+    them), and an undefined value says nothing a reader needs. The metric rows keep them."""
+    return {name: value for name, value in metrics.items() if math.isfinite(value)}
 
 
 def _insert_for(session: Session) -> Any:
@@ -303,7 +310,7 @@ def finish_job(
     transition(job, status, reason, actor)
     job.error = error
     if metrics:
-        job.latest_metrics = metrics
+        job.latest_metrics = finite_only(metrics)
     job.warnings = [{"code": code, "message": message} for code, message in warnings]
     for _, message in warnings:
         job.events.append(

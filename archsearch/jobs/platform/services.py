@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.platform.db import make_async_reader, make_engine, make_session_factory
+from archsearch.jobs.platform.objects import open_object_store
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import ArtifactStore
 
@@ -29,6 +30,6 @@ class Services:
             settings,
             engine,
             make_session_factory(engine),
-            ArtifactStore(settings.resolved_artifact_root),
+            ArtifactStore(open_object_store(settings)),
             make_async_reader(settings.resolved_database_url),
         )

@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -34,6 +34,27 @@ class Settings(BaseSettings):
         default=None, description="Redis URL of the Celery broker; unset: jobs run in-process"
     )
     artifact_root: Path | None = Field(default=None, description="default: `home`/artifacts")
+    # Object storage (issue 17): artifacts, checkpoints and uploaded datasets.
+    storage_url: str | None = Field(
+        default=None,
+        description="s3://bucket/prefix for an S3-compatible store; unset: `artifact_root`",
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None, description="endpoint of a non-AWS S3 server, e.g. http://minio:9000"
+    )
+    s3_region: str | None = Field(default=None, description="default: AWS_DEFAULT_REGION")
+    s3_access_key_id: str | None = Field(
+        default=None, description="unset: boto3's usual chain (AWS_ACCESS_KEY_ID, profile, role)"
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None, description="with `s3_access_key_id`; unset: AWS_SECRET_ACCESS_KEY, ..."
+    )
+    download_redirect_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="S3 only: >0 redirects downloads to a presigned URL valid this long",
+    )
     data_dir: Path | None = Field(
         default=None, description="folder holding mnist/ and fashion-mnist/ IDX files"
     )
@@ -74,6 +95,9 @@ class Settings(BaseSettings):
     upload_max_entries: int = Field(default=100_000, ge=1, description="files in a zip upload")
     upload_max_image_pixels: int = Field(
         default=4096 * 4096, ge=1, description="pixels of one image"
+    )
+    job_log_max_bytes: int = Field(
+        default=1 << 20, ge=1024, description="log lines kept per job; later lines are dropped"
     )
     dataset_min_class_samples: int = Field(
         default=5, ge=1, description="training samples every class of an upload needs"

@@ -1,18 +1,21 @@
-"""Artifact and checkpoint storage on a filesystem every worker and the API can reach.
+"""Artifacts and checkpoints of jobs, kept in the process's object store.
 
-Artifacts are written to a temporary file and renamed into place, so a reader never sees
-half a file and a redelivered job overwrites rather than duplicates. Names are checked
-against a strict pattern before they touch a path.
+    jobs/<job hex>/<name>        an artifact (its size and sha256 are recorded in the database)
+    checkpoints/<job hex>.pt     the latest checkpoint of a running job
+
+Every write publishes a whole object or nothing (see `objects`), so a reader never sees half
+a file and a redelivered job overwrites rather than duplicates. Names are checked against a
+strict pattern before they become part of a key.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
+
+from archsearch.jobs.platform.objects import ObjectMissing, ObjectStore
 
 ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -35,42 +38,34 @@ def check_artifact_name(name: str) -> str:
     return name
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 class ArtifactStore:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, objects: ObjectStore) -> None:
+        self.objects = objects
 
-    def artifact_path(self, job_id: uuid.UUID, name: str) -> Path:
-        return self.root / "jobs" / job_id.hex / check_artifact_name(name)
+    def artifact_key(self, job_id: uuid.UUID, name: str) -> str:
+        return f"jobs/{job_id.hex}/{check_artifact_name(name)}"
 
     def write_artifact(self, job_id: uuid.UUID, name: str, data: bytes) -> StoredFile:
-        _atomic_write(self.artifact_path(job_id, name), data)
+        self.objects.put_bytes(self.artifact_key(job_id, name), data)
         return StoredFile(size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
     def read_artifact(self, job_id: uuid.UUID, name: str) -> bytes:
-        return self.artifact_path(job_id, name).read_bytes()
+        return self.objects.get_bytes(self.artifact_key(job_id, name))
 
-    def checkpoint_path(self, job_id: uuid.UUID) -> Path:
-        return self.root / "checkpoints" / f"{job_id.hex}.pt"
+    def checkpoint_key(self, job_id: uuid.UUID) -> str:
+        return f"checkpoints/{job_id.hex}.pt"
 
     def write_checkpoint(self, job_id: uuid.UUID, data: bytes) -> None:
-        _atomic_write(self.checkpoint_path(job_id), data)
+        self.objects.put_bytes(self.checkpoint_key(job_id), data)
 
     def has_checkpoint(self, job_id: uuid.UUID) -> bool:
-        return self.checkpoint_path(job_id).exists()
+        return self.objects.size(self.checkpoint_key(job_id)) is not None
 
     def read_checkpoint(self, job_id: uuid.UUID) -> bytes | None:
-        path = self.checkpoint_path(job_id)
-        return path.read_bytes() if path.exists() else None
+        try:
+            return self.objects.get_bytes(self.checkpoint_key(job_id))
+        except ObjectMissing:
+            return None
 
     def delete_checkpoint(self, job_id: uuid.UUID) -> None:
-        self.checkpoint_path(job_id).unlink(missing_ok=True)
+        self.objects.delete(self.checkpoint_key(job_id))

@@ -1,4 +1,4 @@
-"""A RunContext backed by the database and the artifact store: how a running job talks out.
+"""A RunContext backed by the database and the object store: how a running job talks out.
 
 Progress and metrics are buffered and written at most every `flush_seconds` in one short
 transaction, which also reads the job's cancel flag, so reporting every step costs a few
@@ -21,6 +21,7 @@ from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.services import Services
 
 
@@ -92,6 +93,6 @@ class DbRunContext:
                         f"job {job_id} is {job.status.value}, not succeeded"
                     )
                 repository.get_artifact(session, other, name)
-        except (ValueError, NotFound) as exc:
+            return self.services.store.read_artifact(other, name)
+        except (ValueError, NotFound, ObjectMissing) as exc:
             raise ArtifactNotFoundError(f"job {job_id} has no artifact {name!r}") from exc
-        return self.services.store.read_artifact(other, name)

@@ -37,6 +37,7 @@ from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime.context import DbRunContext
 from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.jobs.runtime.device import pick_device
+from archsearch.jobs.runtime.joblog import JobLog
 from archsearch.jobs.runtime.lease import LeaseKeeper
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,11 @@ def run_claimed(
 ) -> JobStatus | None:
     """Run a job this worker has claimed and record its outcome (None: the lease was lost)."""
     try:
-        with LeaseKeeper(services, job_id, worker) as lease:
+        # The job's log captures this thread's records: the run, and these two lines.
+        with JobLog(services, job_id), LeaseKeeper(services, job_id, worker) as lease:
+            log.info("job %s running on worker %s", job_id, worker)
             outcome = _run(services, job_id, raw_spec, lease.lost)
+            log.info("run ended: %s (%s)", outcome.status.value, outcome.reason)
     except TRANSIENT_ERRORS as exc:
         _requeue_best_effort(services, job_id, f"interrupted by {type(exc).__name__}")
         raise TransientFailure(str(exc)) from exc

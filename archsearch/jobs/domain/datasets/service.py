@@ -34,7 +34,7 @@ from archsearch.jobs.platform.store import StoredFile
 
 
 def dataset_store(settings: Settings) -> DatasetStore:
-    return DatasetStore(settings.resolved_artifact_root / "datasets")
+    return DatasetStore.for_settings(settings)
 
 
 def build_dataset(

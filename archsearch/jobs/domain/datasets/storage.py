@@ -1,11 +1,14 @@
-"""Files of uploaded datasets, under `<artifact root>/datasets/` so every worker reaches them.
+"""Files of uploaded datasets: received on local disk, kept in the object store.
 
-    .incoming/<uuid>.part    an upload being received (deleted when its request ends)
-    <id>/data.npz            the validated arrays x, y, x_test, y_test (no pickle)
-    <id>/preview.png         image datasets only
+    datasets/<id>/data.npz       the validated arrays x, y, x_test, y_test (no pickle)
+    datasets/<id>/preview.png    image datasets only
 
-A dataset folder is written under a temporary name and renamed into place, so a reader sees a
-complete folder or none, and a failed upload leaves nothing behind.
+An upload is copied to a local scratch folder (`<artifact root>/datasets/.incoming/`, each
+process its own), validated there, and only then published: the arrays are written to a
+local staging file and moved into the object store (a multipart upload for a large file on
+S3), so no process ever holds a whole upload in memory and a failed upload publishes
+nothing. The dataset id is derived from the upload's content, so an object already under
+that id is the same dataset and is kept.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import BinaryIO
 import numpy as np
 
 from archsearch.jobs.domain.errors import DatasetNotFound, LimitExceeded
+from archsearch.jobs.platform.objects import ObjectMissing, ObjectStore, open_object_store
+from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import StoredFile
 
 DATASET_ID = re.compile(r"^ds-[0-9a-f]{16}$")
@@ -36,13 +41,20 @@ class Received:
 
 
 class DatasetStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, objects: ObjectStore, root: Path) -> None:
+        self.objects = objects
+        # A local folder: uploads being received, staging, cached previews (and, with the
+        # local backend, the datasets themselves, as the objects under `datasets/`).
         self.root = root
 
-    def folder(self, dataset_id: str) -> Path:
+    @classmethod
+    def for_settings(cls, settings: Settings) -> DatasetStore:
+        return cls(open_object_store(settings), settings.resolved_artifact_root / "datasets")
+
+    def prefix(self, dataset_id: str) -> str:
         if not DATASET_ID.fullmatch(dataset_id):
             raise DatasetNotFound(f"no dataset {dataset_id!r}")
-        return self.root / dataset_id
+        return f"datasets/{dataset_id}/"
 
     def receive(self, source: BinaryIO, max_bytes: int) -> Received:
         """Copy an upload in chunks while hashing and counting; stop at the limit (413)."""
@@ -66,37 +78,57 @@ class DatasetStore:
     def save(
         self, dataset_id: str, arrays: dict[str, np.ndarray], preview: bytes | None
     ) -> StoredFile:
-        """Write the dataset's folder atomically; an existing folder (same id, same content)
-        is kept."""
-        target = self.folder(dataset_id)
+        """Publish the dataset's files; existing ones (same id, same content) are kept."""
+        prefix = self.prefix(dataset_id)
         staging = self.root / f".staging-{uuid.uuid4().hex}"
         staging.mkdir(parents=True)
         try:
-            with open(staging / "data.npz", "wb") as handle:
+            data = staging / "data.npz"
+            with open(data, "wb") as handle:
                 np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy stubs miss **arrays
                 handle.flush()
                 os.fsync(handle.fileno())
-            if preview is not None:
-                (staging / "preview.png").write_bytes(preview)
-            stored = _describe(staging / "data.npz")
-            if not target.exists():
-                os.replace(staging, target)
+            stored = _describe(data)
+            if self.objects.size(prefix + "data.npz") is None:
+                # The preview first: a dataset whose arrays are visible is complete.
+                if preview is not None:
+                    self.objects.put_bytes(prefix + "preview.png", preview)
+                self.objects.move_in(prefix + "data.npz", data)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return stored
 
     def load(self, dataset_id: str) -> dict[str, np.ndarray]:
-        path = self.folder(dataset_id) / "data.npz"
-        if not path.is_file():
-            raise DatasetNotFound(f"the files of dataset {dataset_id} are missing from {self.root}")
-        with np.load(path, allow_pickle=False) as npz:
-            return {key: npz[key] for key in ("x", "y", "x_test", "y_test")}
+        try:
+            with self.objects.local_file(self.prefix(dataset_id) + "data.npz") as path:
+                with np.load(path, allow_pickle=False) as npz:
+                    return {key: npz[key] for key in ("x", "y", "x_test", "y_test")}
+        except ObjectMissing as exc:
+            raise DatasetNotFound(
+                f"the files of dataset {dataset_id} are missing from {self.objects.description}"
+            ) from exc
 
     def preview_path(self, dataset_id: str) -> Path:
-        return self.folder(dataset_id) / "preview.png"
+        """A local file holding the preview: the object's own file, or a cached copy (a
+        dataset id names its content, so a cached preview never goes stale)."""
+        key = self.prefix(dataset_id) + "preview.png"
+        own = self.objects.local_path(key)
+        if own is not None:
+            return own
+        cached = self.root / ".previews" / f"{dataset_id}.png"
+        if not cached.is_file():
+            try:
+                data = self.objects.get_bytes(key)
+            except ObjectMissing as exc:
+                raise DatasetNotFound(f"dataset {dataset_id} has no stored preview") from exc
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_name(f".{uuid.uuid4().hex}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, cached)
+        return cached
 
     def delete(self, dataset_id: str) -> None:
-        shutil.rmtree(self.folder(dataset_id), ignore_errors=True)
+        self.objects.delete_prefix(self.prefix(dataset_id))
 
 
 def _describe(path: Path) -> StoredFile:

@@ -1,0 +1,25 @@
+"""`GET /metrics`: Prometheus text format (see `api/observability.py` for what is in it).
+
+In team mode only an admin token may read it: the figures span every team. Embedded, the
+API listens on localhost for its one user and the endpoint is open like every other.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from archsearch.api.auth import CurrentUser
+from archsearch.jobs.domain.errors import Forbidden
+
+router = APIRouter(tags=["metrics"])
+
+
+@router.get("/metrics", response_class=Response)
+def read_metrics(request: Request, principal: CurrentUser) -> Response:
+    # A sync handler: the database reads of the collector run in the thread pool.
+    if not principal.is_admin:
+        raise Forbidden("GET /metrics needs an admin token: its figures span every team")
+    principal.require("admin")
+    registry: CollectorRegistry = request.app.state.metrics_registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
