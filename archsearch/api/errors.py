@@ -28,6 +28,7 @@ from archsearch.jobs.domain.errors import (
     TooLarge,
     Unauthenticated,
 )
+from archsearch.jobs.platform.db import DATABASE_REFUSED_INPUT, DATABASE_UNAVAILABLE
 from archsearch.jobs.platform.migrate import SchemaBehind
 from archsearch.schemas.errors import ErrorBody, FieldError
 
@@ -43,7 +44,17 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (UserError, 422, "invalid_job"),
     (QueueUnavailable, 503, "queue_unavailable"),
     (SchemaBehind, 503, "schema_behind"),
+    *((error, 503, "database_unavailable") for error in DATABASE_UNAVAILABLE),
+    *((error, 422, "invalid_input") for error in DATABASE_REFUSED_INPUT),
 ]
+
+# Errors of the database driver: their text names hosts and SQL, so the body says this.
+FIXED_DETAIL = {
+    "database_unavailable": "the database is unreachable; retry after the Retry-After seconds",
+    "invalid_input": "a value of the request cannot be stored (a NUL byte, or a number "
+    "out of range)",
+}
+RETRY_AFTER_SECONDS = 5  # a restarting database or broker is usually back within seconds
 
 # What the OpenAPI schema says every /v1 route may answer besides its success.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -90,9 +101,19 @@ def error_response(
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
-def _domain_detail(exc: Exception) -> str | list[FieldError]:
+def _domain_detail(exc: Exception, code: str) -> str | list[FieldError]:
+    if code in FIXED_DETAIL:
+        return FIXED_DETAIL[code]
     field = getattr(exc, "field", None)
     return [FieldError(field=field, message=str(exc))] if field else str(exc)
+
+
+def _status_headers(status: int) -> dict[str, str] | None:
+    if status == 401:
+        return {"WWW-Authenticate": "Bearer"}
+    if status == 503:
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return None
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -102,8 +123,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_domain(_: Request, exc: Exception) -> JSONResponse:
         for error_type, status, code in ERROR_TABLE:
             if isinstance(exc, error_type):
-                headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-                return error_response(code, _domain_detail(exc), status, headers)
+                detail = _domain_detail(exc, code)
+                return error_response(code, detail, status, _status_headers(status))
         raise exc
 
     async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -153,6 +153,23 @@ def cancel(job_id: str, url: str) -> None:
 
 @main.command()
 @click.argument("job_id")
+@click.option("-f", "--follow", is_flag=True, help="keep printing new lines until the job ends")
+@url_option
+def logs(job_id: str, follow: bool, url: str) -> None:
+    """Print a job's log lines (what its method logged, worker messages, tracebacks)."""
+    with client_for(url) as client:
+        full_id = client.resolve_job_id(job_id)
+        pages = client.follow_logs(full_id) if follow else iter([client.logs(full_id)])
+        for page in pages:
+            for line in page.data:
+                # Plain lines, never wrapped: logs are read with grep and less.
+                click.echo(f"{local_time(line.at)} {line.level:<7} {line.logger}: {line.message}")
+            if page.truncated and not follow:
+                console.print("[yellow]the job logged more than the server keeps[/yellow]")
+
+
+@main.command()
+@click.argument("job_id")
 @click.option(
     "--out", "out", type=click.Path(path_type=Path), default=None, help="default ./JOB_ID"
 )

@@ -38,6 +38,7 @@ from archsearch.schemas.jobs import (
     Priority,
     PriorityUpdate,
 )
+from archsearch.schemas.logs import JobLogsPublic
 from archsearch.schemas.queue import QueuePublic, WorkerPublic, WorkersPublic
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -172,6 +173,26 @@ class ArchsearchClient:
 
     def events(self, job_id: JobRef) -> list[EventPublic]:
         return self._get(EventsPublic, f"/v1/jobs/{job_id}/events").data
+
+    def logs(self, job_id: JobRef, after: int = 0, limit: int = 1000) -> JobLogsPublic:
+        """One page of a job's log lines after line id `after` (0: from the start)."""
+        params = {"after": after, "limit": limit}
+        return self._get(JobLogsPublic, f"/v1/jobs/{job_id}/logs", params=params)
+
+    def follow_logs(self, job_id: JobRef, poll: float = 1.0) -> Iterator[JobLogsPublic]:
+        """Pages of log lines as they are written, until the job has finished and every
+        line is read. Reads through restarts like `wait` does (GETs are retried)."""
+        after = 0
+        while True:
+            finished = self.get_job(job_id).status in TERMINAL
+            page = self.logs(job_id, after=after)
+            after = page.next_after
+            yield page
+            if page.data:
+                continue  # more may be waiting; read on before sleeping
+            if finished:
+                return
+            time.sleep(poll)
 
     def wait(
         self,

@@ -50,6 +50,14 @@ def test_submit_wait_list_status_download_cancel(
     }
     assert runner.invoke(main, ["wait", job_id[:12]]).exit_code == 0
 
+    # `logs` prints the worker's lines of the run, first to last; --follow ends with the job.
+    for args in (["logs", shown], ["logs", "-f", shown]):
+        logs = runner.invoke(main, args)
+        assert logs.exit_code == 0, logs.output
+        lines = logs.output.splitlines()
+        assert f"job {job_id} running on worker" in lines[0] and LOCAL_TIME.match(lines[0])
+        assert lines[-1].endswith("run ended: succeeded (finished)"), logs.output
+
     refused = runner.invoke(main, ["cancel", shown])
     assert refused.exit_code == 1 and "409" in refused.output
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from archsearch.core.spec import JobBase
 from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts.service import Principal
-from archsearch.jobs.domain.errors import Forbidden, QueueUnavailable
+from archsearch.jobs.domain.errors import Forbidden, InvalidTransition, QueueUnavailable
 from archsearch.jobs.domain.repository import Placement
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.domain.validation import validate_submission
@@ -75,9 +75,15 @@ def cancel_job(session: Session, job_id: uuid.UUID, principal: Principal) -> Job
 
 
 def set_priority(session: Session, job_id: uuid.UUID, priority: str, principal: Principal) -> Job:
-    """Admins may reorder any queued job."""
+    """Admins may reorder any job that has not finished (409 once it has: the priority of
+    a finished job orders nothing, and its record stays as it ran)."""
     principal.require("admin")
     job = repository.get_job(session, job_id, for_update=True)
+    if JobStatus(job.status).terminal:
+        raise InvalidTransition(
+            f"job {job.id} is {JobStatus(job.status).value}; only a queued or running job "
+            "can change its priority"
+        )
     job.priority = PRIORITIES[priority]
     session.commit()
     return job

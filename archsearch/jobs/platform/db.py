@@ -6,9 +6,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
+
+# What a request meets while the database is down or restarting: no connection (refused,
+# reset, timed out), a pooled one found dead, or no free slot in the pool. All of them pass
+# once the database is back: the API answers 503 with Retry-After, never 500. The pool
+# needs no pre-ping for that: SQLAlchemy invalidates it on the first dead connection.
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
+    exc.OperationalError,
+    exc.InterfaceError,
+    exc.TimeoutError,
+)
+# What the database refuses to store (a NUL in a text value, a number out of its column's
+# range): the caller's input, never the server's fault.
+DATABASE_REFUSED_INPUT: tuple[type[Exception], ...] = (exc.DataError,)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -1,0 +1,135 @@
+"""While PostgreSQL is down every database route answers 503 with the JSON error body and a
+Retry-After, and the API recovers on its own when the database is back.
+
+The database is a cluster of this test's own (`pg_cluster.py`): the shared one on 5432 is
+never stopped. The routes are read from the API's own OpenAPI document, so a new route is
+covered without editing this test.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from archsearch.jobs.domain.accounts import repository as account_repo
+from archsearch.jobs.domain.accounts.service import issue_token
+from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
+from archsearch.jobs.platform.migrate import upgrade
+from archsearch.schemas.errors import ErrorBody
+from tests.service import procs
+from tests.service.pg_cluster import PgCluster
+
+pytestmark = [pytest.mark.service, pytest.mark.slow]
+
+NO_DATABASE = {"/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"}
+JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 1}}
+CACHED_TOKEN_SECONDS = 5.0  # api.auth.TOKEN_CACHE_SECONDS: later requests re-authenticate
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PgCluster]:
+    cluster = PgCluster()
+    try:
+        cluster.start()
+        upgrade(cluster.url)
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+def _admin_token(database_url: str) -> str:
+    engine = make_engine(database_url)
+    with transaction(make_session_factory(engine)) as session:
+        team = account_repo.create_team(session, "ops", None)
+        account_repo.create_user(session, team, "root", True, None)
+        token = issue_token(session, "root", "admin", 1)
+    engine.dispose()
+    return token
+
+
+@pytest.fixture(scope="module")
+def outage_api(
+    cluster: PgCluster, service_env: dict[str, str], log_dir: Path
+) -> Iterator[tuple[str, dict[str, str]]]:
+    env = {
+        **service_env,
+        "ARCHSEARCH_DATABASE_URL": cluster.url,
+        # Its own queue: a job of this database must never reach the shared workers.
+        "ARCHSEARCH_QUEUE_NAME": f"archsearch-outage-{uuid.uuid4().hex[:8]}",
+    }
+    headers = {"Authorization": f"Bearer {_admin_token(cluster.url)}"}
+    port = procs.free_port()
+    proc = procs.start("api-outage", ["api", "--port", str(port)], env, log_dir)
+    url = f"http://127.0.0.1:{port}"
+    procs.wait_http(f"{url}/healthz", proc)
+    yield url, headers
+    proc.stop()
+
+
+def _requests(client: httpx.Client, job_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(method, path, httpx arguments) for every operation the API documents."""
+    schema = client.get("/openapi.json").json()
+    requests = []
+    for template, operations in schema["paths"].items():
+        if template in NO_DATABASE:
+            continue
+        path = template.format(job_id=job_id, dataset_id="ds-0123456789abcdef", name="model.pt")
+        for method in operations:
+            requests.append((method.upper(), path, _arguments(method.upper(), template)))
+    return requests
+
+
+def _arguments(method: str, template: str) -> dict[str, Any]:
+    if (method, template) == ("POST", "/v1/jobs"):
+        return {"json": JOB}
+    if (method, template) == ("POST", "/v1/datasets"):
+        return {"files": {"file": ("tiny.csv", b"a,label\n1,0\n2,1\n", "text/csv")}}
+    if method == "PATCH":
+        return {"json": {"priority": "high"}}
+    return {}
+
+
+def _assert_unavailable(response: httpx.Response, what: str) -> None:
+    assert response.status_code == 503, (what, response.status_code, response.text)
+    assert response.headers["content-type"] == "application/json", what
+    assert int(response.headers["retry-after"]) > 0, what
+    body = ErrorBody.model_validate(response.json())
+    assert body.error == "database_unavailable", (what, body)
+    assert "127.0.0.1" not in response.text and "postgres" not in response.text, what
+
+
+def test_database_down_is_503_with_retry_after_and_recovers(
+    cluster: PgCluster, outage_api: tuple[str, dict[str, str]]
+) -> None:
+    url, headers = outage_api
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        job_id = client.post("/v1/jobs", json=JOB).json()["id"]
+        requests = _requests(client, job_id)
+        assert len(requests) >= 15, requests  # every /v1 operation and /metrics
+
+        cluster.stop()
+        try:
+            # The token is still cached: each request reaches its handler's queries.
+            for method, path, arguments in requests:
+                _assert_unavailable(client.request(method, path, **arguments), f"{method} {path}")
+            time.sleep(CACHED_TOKEN_SECONDS + 0.5)
+            # Now authentication itself needs the database.
+            for method, path, arguments in requests:
+                _assert_unavailable(client.request(method, path, **arguments), f"{method} {path}")
+            assert client.get("/readyz").status_code == 503
+            assert client.get("/healthz").status_code == 200
+        finally:
+            cluster.start()
+
+        # Back on its own: no restart of the API, the first requests after the outage work.
+        assert client.get("/readyz").status_code == 200
+        for method, path, arguments in requests:
+            response = client.request(method, path, **arguments)
+            assert response.status_code < 500, (method, path, response.status_code, response.text)
+        assert client.get(f"/v1/jobs/{job_id}").json()["id"] == job_id
