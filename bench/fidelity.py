@@ -14,8 +14,8 @@ Each claim is measured as two arms, each a job run in-process exactly as a worke
 5. Transfer (Differentiable Architecture Pruning, section 4.2): a mask learned on one task
    and retrained few-shot (50 per class) on another beats a random mask at that density.
 
-CPU-scale deviations (printed with the table): training subsets, a test subset, and for the
-search rows fewer training images than the others. Verdicts: "holds" when the mean
+CPU-scale deviations (printed with the table): training subsets, a test subset, fewer grow
+epochs. Verdicts: "holds" when the mean
 difference favours the claim by more than the larger std, "weak" when it favours it by
 less, "does not hold" otherwise.
 
@@ -61,7 +61,7 @@ class Scale:
     epochs: dict[str, int]  # method -> epochs, where they differ from the documented ones
 
 
-FULL = Scale(train=6000, search_train=2000, test=2000, epochs={"grow": 15})
+FULL = Scale(train=6000, search_train=6000, test=2000, epochs={"grow": 15})
 QUICK = Scale(
     train=300,
     search_train=200,

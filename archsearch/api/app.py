@@ -13,6 +13,7 @@ from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.routes import artifacts, datasets, health, jobs, logs, metrics, queue
+from archsearch.api.storable import reject_unstorable_text
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
@@ -47,11 +48,11 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     # Added last, so outermost: it also counts requests the body limit refuses.
     app.state.metrics_registry = metrics_registry(services)
     app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))
-    # Every /v1 route authenticates (a no-op in embedded mode); health checks do not.
+    # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
+    # database cannot store (422, not a 500 from the driver); health checks do neither.
+    v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
     for module in (jobs, artifacts, logs, datasets, queue):
-        app.include_router(
-            module.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
-        )
+        app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)
     # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
     app.include_router(

@@ -6,12 +6,14 @@ why it waits, a worker's age, an upload's one-line summary) is computed here.
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from archsearch.core.data.catalog import DatasetInfo
-from archsearch.jobs.domain import scheduler
+from archsearch.jobs.domain import scheduler, worker_repository
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.tables import JobStatus, WorkerRecord
@@ -38,9 +40,30 @@ def job_with_queue_state(session: Session, job: Any, settings: Settings) -> JobP
 def worker_public(record: WorkerRecord, settings: Settings) -> WorkerPublic:
     """A worker, alive while it was seen within one lease."""
     public = WorkerPublic.model_validate(record)
+    public.busy = record.current_job_id is not None
     public.heartbeat_age_seconds = (utcnow() - record.heartbeat_at).total_seconds()
     public.alive = public.heartbeat_age_seconds < settings.lease_seconds
     return public
+
+
+def workers_public(
+    session: Session, settings: Settings, team_id: uuid.UUID | None, include_dead: bool = False
+) -> list[WorkerPublic]:
+    """The live workers (and the recently dead, if asked), scoped like jobs: a worker busy
+    with another team's job shows as busy, without the job's id (team_id None: an admin,
+    who sees every id)."""
+    since = None if include_dead else utcnow() - timedelta(seconds=settings.lease_seconds)
+    records = worker_repository.list_workers(session, seen_since=since)
+    running = {r.current_job_id for r in records if r.current_job_id is not None}
+    teams = worker_repository.teams_of_jobs(session, running) if team_id is not None else {}
+    workers = []
+    for record in records:
+        public = worker_public(record, settings)
+        job_id = record.current_job_id
+        if team_id is not None and (job_id is None or teams.get(job_id) != team_id):
+            public.current_job_id = None
+        workers.append(public)
+    return workers
 
 
 def builtin_dataset(info: DatasetInfo) -> DatasetPublic:

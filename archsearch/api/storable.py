@@ -50,7 +50,10 @@ def _unstorable(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[str | 
 def _refuse(locations: list[tuple[str | int, ...]]) -> None:
     if locations:
         raise RequestValidationError(
-            [{"loc": loc, "msg": f"Value {MESSAGE}", "type": "string_unstorable"} for loc in locations]
+            [
+                {"loc": loc, "msg": f"Value {MESSAGE}", "type": "string_unstorable"}
+                for loc in locations
+            ]
         )
 
 

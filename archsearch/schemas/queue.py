@@ -17,7 +17,9 @@ class WorkerPublic(Public):
     device_index: int | None
     device_name: str | None
     gpu_memory_gb: float | None
+    # Null for an idle worker, and for one running another team's job: `busy` says which.
     current_job_id: uuid.UUID | None
+    busy: bool = False
     started_at: UtcDatetime
     heartbeat_at: UtcDatetime
     heartbeat_age_seconds: float = 0.0

@@ -91,14 +91,19 @@ def run_http(app: FastAPI, sock: socket.socket) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
+def refuse_open_network_without_tokens(settings: Settings, what: str) -> None:
+    """Without tokens every caller is an admin: only this machine may be one."""
+    if not settings.tokens_required and settings.host not in LOOPBACK_HOSTS:
+        exit_with(
+            f"without tokens {what} only binds to localhost, not {settings.host}; "
+            "set ARCHSEARCH_AUTH=token and create tokens with `archsearch admin` to serve a network"
+        )
+
+
 def serve_embedded(settings: Settings) -> None:
     """API and a local runner in one process; a SQLite database is migrated automatically."""
     quiet_logging()
-    if not settings.tokens_required and settings.host not in LOOPBACK_HOSTS:
-        exit_with(
-            f"without tokens the embedded server only binds to localhost, not {settings.host}; "
-            "set ARCHSEARCH_AUTH=token and create tokens with `archsearch admin` to serve a network"
-        )
+    refuse_open_network_without_tokens(settings, "the embedded server")
     sock = bind_or_exit(settings.host, settings.port)
     services = Services.from_settings(settings)
     if settings.resolved_database_url.startswith("sqlite"):
@@ -127,6 +132,7 @@ def serve_team_api(settings: Settings) -> None:
             "`archsearch api` needs ARCHSEARCH_DATABASE_URL and ARCHSEARCH_BROKER_URL; "
             "for one machine use `archsearch serve`"
         )
+    refuse_open_network_without_tokens(settings, "`archsearch api`")
     sock = bind_or_exit(settings.host, settings.port)
     services = Services.from_settings(settings)
     check_schema_or_exit(services)

@@ -31,9 +31,10 @@ def test_cnn_macs_by_hand() -> None:
 
 
 def test_zero_weights_cost_nothing_unless_asked() -> None:
-    model = nn.Sequential(nn.Flatten(), nn.Linear(10, 4, bias=False))
+    linear = nn.Linear(10, 4, bias=False)
+    model = nn.Sequential(nn.Flatten(), linear)
     with torch.no_grad():
-        model[1].weight[:, :5] = 0
+        linear.weight[:, :5] = 0
     assert count_macs(model, (10,)) == 20
     assert count_macs(model, (10,), nonzero_only=False) == 40
     assert count_parameters(model, nonzero_only=True) == 20

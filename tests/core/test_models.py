@@ -16,7 +16,7 @@ CONFIGS = {t.model_fields["name"].default: t for t in MODEL_CONFIG_TYPES}
 
 
 def default_architecture(name: str) -> Architecture:
-    config = CONFIGS[name]()
+    config = CONFIGS[name].model_validate({})
     shape = next(s for s in CANDIDATE_SHAPES if config.input_problem(s) is None)
     return Architecture(config, shape, num_classes=10)
 
@@ -52,7 +52,8 @@ def test_family_rebuilds_from_architecture_json(name: str) -> None:
 
 def test_mlp_layers_have_the_configured_widths() -> None:
     model = create_model(Architecture(MLPConfig(hidden=(7, 5)), (1, 8, 8), 3))
-    assert [tuple(layer.weight.shape) for layer in model.layers] == [(7, 64), (5, 7), (3, 5)]
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert [tuple(layer.weight.shape) for layer in linears] == [(7, 64), (5, 7), (3, 5)]
 
 
 def test_cnn_refuses_images_too_small_for_its_pooling() -> None:

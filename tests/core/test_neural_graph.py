@@ -11,6 +11,16 @@ from archsearch.core.nn.neural_graph import DynamicGraph, OpSpec, StaticGraph, b
 from archsearch.core.nn.topk import topk_mask
 
 
+def _edges(graph: StaticGraph) -> GraphEdges:
+    assert isinstance(graph.edges, GraphEdges), "a search graph has dense edges"
+    return graph.edges
+
+
+def _grad(t: torch.Tensor) -> torch.Tensor:
+    assert t.grad is not None, "backward reached this tensor"
+    return t.grad
+
+
 def _static_graph(blocks: tuple[int, ...], k: int, op: OpSpec, seed: int = 0) -> StaticGraph:
     torch.manual_seed(seed)
     return StaticGraph(blocks, GraphEdges(block_admissible(blocks), k), op)
@@ -20,13 +30,13 @@ def test_hallucinated_edge_gradient_is_inner_product_of_state_and_input_gradient
     """dL/dw_uv = <Z_u, dL/dI_v> for every admissible edge, from an explicit computation."""
     blocks = (3, 4, 2)
     graph = _static_graph(blocks, k=6, op=OpSpec("act", "none", "tanh"))
-    graph.edges.weight.data.normal_()
-    w = (graph.edges.weight * graph.edges.mask).detach().requires_grad_(True)  # real edges
+    _edges(graph).weight.data.normal_()
+    w = (_edges(graph).weight * _edges(graph).mask).detach().requires_grad_(True)  # real edges
     x = torch.randn(5, 3)
     target = torch.randn(5, 2)
 
     out = graph(x[:, :, None, None])[:, :, 0, 0]
-    F.mse_loss(out, target).backward()
+    torch.autograd.backward(F.mse_loss(out, target))
 
     # Independent forward pass written out by hand (eq. 1-2), keeping I_v for its gradient.
     i1 = x @ w[3:7, 0:3].T  # (B, 4)
@@ -34,15 +44,15 @@ def test_hallucinated_edge_gradient_is_inner_product_of_state_and_input_gradient
     i2 = x @ w[7:9, 0:3].T + z1 @ w[7:9, 3:7].T  # (B, 2): output nodes have no op
     i1.retain_grad()
     i2.retain_grad()
-    F.mse_loss(i2, target).backward()
+    torch.autograd.backward(F.mse_loss(i2, target))
     states = torch.cat([x, z1.detach()], dim=1)  # Z_u for u = 0..6
-    input_grads = torch.cat([i1.grad, i2.grad], dim=1)  # dL/dI_v for v = 3..8
+    input_grads = torch.cat([_grad(i1), _grad(i2)], dim=1)  # dL/dI_v for v = 3..8
     expected = torch.zeros(9, 9)
     expected[3:, :7] = input_grads.T @ states  # <Z_u, dL/dI_v> summed over the batch
-    expected *= graph.edges.admissible
-    hallucinated = graph.edges.admissible & ~graph.edges.mask.bool()
+    expected *= _edges(graph).admissible
+    hallucinated = _edges(graph).admissible & ~_edges(graph).mask.bool()
     assert bool(hallucinated.any()) and bool((expected[hallucinated] != 0).any())
-    torch.testing.assert_close(graph.edges.weight.grad, expected)
+    torch.testing.assert_close(_grad(_edges(graph).weight), expected)
 
 
 def test_straight_through_gradient_matches_dense_autograd_on_conv_graph() -> None:
@@ -51,14 +61,14 @@ def test_straight_through_gradient_matches_dense_autograd_on_conv_graph() -> Non
     graph = _static_graph((3, 4, 5, 2), k=12, op=OpSpec("conv", "instance"))
     x = torch.randn(4, 3, 6, 6)
     upstream = torch.randn(4, 2, 6, 6)
-    (graph(x) * upstream).sum().backward()
+    torch.autograd.backward((graph(x) * upstream).sum())
 
-    dense = (graph.edges.weight * graph.edges.mask).detach().requires_grad_(True)
-    graph.edges.matrix = lambda: dense  # type: ignore[method-assign]
-    (graph(x) * upstream).sum().backward()
-    admissible = graph.edges.admissible
-    torch.testing.assert_close(graph.edges.weight.grad, dense.grad * admissible)
-    assert bool((graph.edges.weight.grad[~admissible] == 0).all())
+    dense = (_edges(graph).weight * _edges(graph).mask).detach().requires_grad_(True)
+    _edges(graph).matrix = lambda: dense  # type: ignore[method-assign]
+    torch.autograd.backward((graph(x) * upstream).sum())
+    admissible = _edges(graph).admissible
+    torch.testing.assert_close(_grad(_edges(graph).weight), _grad(dense) * admissible)
+    assert bool((_grad(_edges(graph).weight)[~admissible] == 0).all())
 
 
 def test_no_gradient_flows_through_hallucinated_edges_to_upstream_nodes() -> None:
@@ -66,17 +76,17 @@ def test_no_gradient_flows_through_hallucinated_edges_to_upstream_nodes() -> Non
     x = torch.randn(4, 3, 6, 6, requires_grad=True)
     upstream = torch.randn(4, 2, 6, 6)
     out = graph(x)
-    (out * upstream).sum().backward()
-    grad_before = x.grad.clone()
+    torch.autograd.backward((out * upstream).sum())
+    grad_before = _grad(x).clone()
 
-    hallucinated = graph.edges.admissible & ~graph.edges.mask.bool()
+    hallucinated = _edges(graph).admissible & ~_edges(graph).mask.bool()
     with torch.no_grad():  # arbitrary new values on hallucinated edges, same real edges
-        graph.edges.weight[hallucinated] = torch.randn(int(hallucinated.sum())) * 50
+        _edges(graph).weight[hallucinated] = torch.randn(int(hallucinated.sum())) * 50
     x.grad = None
     out_after = graph(x)
-    (out_after * upstream).sum().backward()
+    torch.autograd.backward((out_after * upstream).sum())
     torch.testing.assert_close(out_after, out)
-    torch.testing.assert_close(x.grad, grad_before)
+    torch.testing.assert_close(_grad(x), grad_before)
 
 
 def _fixed_state_problem(seed: int, m: float) -> tuple[torch.Tensor, GraphEdges, torch.Tensor]:
@@ -153,9 +163,10 @@ def test_continuous_graph_gradients_match_finite_differences(adjoint: bool) -> N
     upstream = torch.randn(3, 2, 1, 1, dtype=torch.float64)
 
     def loss() -> torch.Tensor:
-        return (graph(x) * upstream).sum()
+        total: torch.Tensor = (graph(x) * upstream).sum()
+        return total
 
-    loss().backward()
+    torch.autograd.backward(loss())
     assert edges.weight.grad is not None
     checked = 0
     for t, s in edges.mask.bool().nonzero().tolist():

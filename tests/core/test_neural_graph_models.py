@@ -8,6 +8,7 @@ import torch
 from archsearch.core.export import count_parameters, load_model, model_to_bytes
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.graph_edges import GraphEdges
+from archsearch.core.nn.neural_graph import model_graphs
 from archsearch.core.search.compact import compact_model, model_macs
 from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 
@@ -61,15 +62,16 @@ def test_family_output_shape_finite_and_gradient_on_every_parameter(name: str) -
 def test_edge_budgets_follow_the_config() -> None:
     model, _ = _build(CONFIGS["static"])
     config = CONFIGS["static"]
+    assert isinstance(config, NeuralGraphConfig)
     assert (
-        model.graphs[0].edges.num_real()
+        model_graphs(model)[0].edges.num_real()
         == config.edge_budget(SHAPE)
         == round(0.3 * config.admissible_edges(SHAPE))
     )
     mobile, _ = _build(MobileNetDNWConfig(width=0.5, edge_width=0.25, stage_layers=(1, 2)))
     # MobileNetV1 x 0.25 pointwise edges: stage 1: 8 * 16; stage 2: 16 * 32 + 32 * 32.
-    assert [g.edges.num_real() for g in mobile.graphs] == [8 * 16, 16 * 32 + 32 * 32]
-    assert [g.blocks for g in mobile.graphs] == [(16, 32), (32, 64, 64)]
+    assert [g.edges.num_real() for g in model_graphs(mobile)] == [8 * 16, 16 * 32 + 32 * 32]
+    assert [g.blocks for g in model_graphs(mobile)] == [(16, 32), (32, 64, 64)]
 
 
 def _randomise(model: torch.nn.Module, sparsity_seed: int) -> None:
@@ -110,8 +112,8 @@ def test_compact_model_matches_masked_model_and_costs_less(name: str) -> None:
     # The compact architecture alone rebuilds the model through the registry.
     rebuilt = load_model(compact_arch.to_json(), model_to_bytes(compact))
     torch.testing.assert_close(rebuilt(x), model(x), rtol=1e-4, atol=1e-5)
-    removed = sum(g.edges.num_nodes for g in model.graphs) - sum(
-        g.edges.num_nodes for g in compact.graphs
+    removed = sum(g.edges.num_nodes for g in model_graphs(model)) - sum(
+        g.edges.num_nodes for g in model_graphs(compact)
     )
     assert removed > 0, "this sparse random wiring has dead nodes to remove"
 
@@ -121,19 +123,23 @@ def test_compaction_removes_exactly_the_dead_nodes_of_a_hand_made_graph() -> Non
     node 4 has no out-edge; both go, with their ops; the result is unchanged."""
     config = NeuralGraphConfig(input_nodes=2, hidden_blocks=(3,), output_nodes=2, k_edges=5)
     model, architecture = _build(config)
-    graph = model.graphs[0]
-    edges: GraphEdges = graph.edges
+    edges = model_graphs(model)[0].edges
+    assert isinstance(edges, GraphEdges)
     mask = torch.zeros(7, 7, dtype=torch.bool)
     for target, source in [(3, 0), (4, 1), (5, 3), (6, 2), (6, 3)]:
         mask[target, source] = True
     edges.set_mask(mask)
     _randomise(model, 2)
     compact, compact_arch = compact_model(model, architecture)
+    assert isinstance(compact_arch.config, NeuralGraphConfig)
+    assert compact_arch.config.compact is not None
     assert compact_arch.config.compact.kept == (0, 1, 3, 5, 6)
     assert compact_arch.config.compact.blocks == (2, 1, 2)
     x = torch.randn(5, *SHAPE)
     torch.testing.assert_close(compact(x), model(x), rtol=1e-4, atol=1e-5)
-    assert float(compact.graphs[0].offsets[-1].abs().sum()) > 0, "node 2's output was folded"
+    offsets = model_graphs(compact)[0].offsets
+    assert isinstance(offsets, torch.Tensor), "a compact static graph folds offsets"
+    assert float(offsets[-1].abs().sum()) > 0, "node 2's output was folded"
 
 
 def test_mlp_style_graph_is_invariant_to_the_scale_of_its_edges() -> None:
@@ -144,6 +150,6 @@ def test_mlp_style_graph_is_invariant_to_the_scale_of_its_edges() -> None:
     x = torch.randn(16, *SHAPE)
     before = model(x)
     with torch.no_grad():
-        for graph in model.graphs:
+        for graph in model_graphs(model):
             graph.edges.weight.mul_(100.0)
     torch.testing.assert_close(model(x), before, rtol=1e-3, atol=1e-3)

@@ -18,6 +18,7 @@ from archsearch.core.methods import get_method
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import EdgeController, anneal_k, searchable_edges
 from archsearch.core.spec import SearchJob, parse_job_spec
+from archsearch.core.spec.graph_model_configs import NeuralGraphConfig
 from archsearch.core.training import fit, seed_everything, steps_per_epoch
 
 
@@ -45,6 +46,7 @@ def test_default_job_is_fast_beats_chance_and_returns_a_runnable_compact_model(
     assert time.perf_counter() - start < 60
     metrics = result.metrics
     assert metrics["test_accuracy"] > 0.8  # chance is 0.1
+    assert isinstance(spec.model, NeuralGraphConfig)
     budget = spec.model.edge_budget(digits.input_shape)
     assert metrics["real_edges"] == budget
     assert metrics["compact_test_accuracy"] == pytest.approx(metrics["test_accuracy"])
@@ -98,6 +100,7 @@ def test_real_edge_count_is_exact_after_every_step(strategy: str, digits: Datase
     controller.setup()
     hooks = controller.hooks()
     inner = hooks.after_step
+    assert inner is not None
     swaps = 0
 
     def checked_step(step: int) -> None:

@@ -6,9 +6,10 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
 from archsearch.core.context import InMemoryContext
-from archsearch.core.data.loaders import load_dataset
+from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.methods import train as train_method
 from archsearch.core.models import Architecture, create_model
@@ -24,11 +25,11 @@ from archsearch.core.training import TrainHooks, fit, lr_factor, seed_everything
 
 
 @pytest.fixture(scope="module")
-def digits():  # type: ignore[no-untyped-def]
+def digits() -> Dataset:
     return load_dataset(DatasetRef(name="digits", train_subset=400), ())
 
 
-def fresh_model(data):  # type: ignore[no-untyped-def]
+def fresh_model(data: Dataset) -> nn.Module:
     seed_everything(0)
     # Dropout makes the run depend on the RNG state, which the checkpoint must restore.
     return create_model(Architecture(MLPConfig(hidden=(32,), dropout=0.2), data.input_shape, 10))
@@ -46,7 +47,7 @@ def test_cosine_schedule_with_warmup() -> None:
     assert [step(s) for s in (0, 5, 6, 12)] == [1.0, 1.0, 0.5, 0.25]
 
 
-def test_resumed_run_reproduces_the_uninterrupted_one(digits) -> None:  # type: ignore[no-untyped-def]
+def test_resumed_run_reproduces_the_uninterrupted_one(digits: Dataset) -> None:
     spec = TrainingSpec(epochs=4, batch_size=64)
     reference = fit(fresh_model(digits), digits, spec, InMemoryContext())
 
@@ -56,7 +57,8 @@ def test_resumed_run_reproduces_the_uninterrupted_one(digits) -> None:  # type: 
     )  # inside epoch 3
     with pytest.raises(JobCancelled):
         fit(fresh_model(digits), digits, spec, interrupted)
-    assert interrupted.load_checkpoint()["epoch"] == 2
+    saved = interrupted.load_checkpoint()
+    assert saved is not None and saved["epoch"] == 2
 
     resumed_ctx = InMemoryContext(checkpoint=interrupted.checkpoint)
     resumed = fit(fresh_model(digits), digits, spec, resumed_ctx)
@@ -68,14 +70,15 @@ def test_resumed_run_reproduces_the_uninterrupted_one(digits) -> None:  # type: 
     assert resumed_ctx.reports[0][0] == 2 * steps_per_epoch + 1
 
 
-def test_checkpoint_of_another_phase_is_ignored(digits) -> None:  # type: ignore[no-untyped-def]
+def test_checkpoint_of_another_phase_is_ignored(digits: Dataset) -> None:
     ctx = InMemoryContext()
     fit(fresh_model(digits), digits, TrainingSpec(epochs=1), ctx, phase="dense")
     second = fit(fresh_model(digits), digits, TrainingSpec(epochs=1), ctx, phase="retrain")
-    assert len(second.history) == 1 and ctx.load_checkpoint()["phase"] == "retrain"
+    saved = ctx.load_checkpoint()
+    assert len(second.history) == 1 and saved is not None and saved["phase"] == "retrain"
 
 
-def test_divergence_raises_a_user_error_naming_the_fix(digits) -> None:  # type: ignore[no-untyped-def]
+def test_divergence_raises_a_user_error_naming_the_fix(digits: Dataset) -> None:
     calls = 0
 
     def loss_turning_nan(model, x, y):  # type: ignore[no-untyped-def]
@@ -95,7 +98,7 @@ def test_divergence_raises_a_user_error_naming_the_fix(digits) -> None:  # type:
     assert caught.value.step == 4
 
 
-def test_training_learns_digits(digits) -> None:  # type: ignore[no-untyped-def]
+def test_training_learns_digits(digits: Dataset) -> None:
     outcome = fit(
         fresh_model(digits), digits, TrainingSpec(epochs=20, batch_size=32), InMemoryContext()
     )

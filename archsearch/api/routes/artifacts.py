@@ -23,6 +23,7 @@ from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.tables import Artifact
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
+from archsearch.schemas.errors import ErrorBody
 
 router = APIRouter(prefix="/v1/jobs/{job_id}/artifacts", tags=["artifacts"])
 
@@ -40,7 +41,11 @@ async def list_artifacts(
 @router.get(
     "/{name}",
     response_class=FileResponse,
-    responses={206: {"description": "the asked range"}, 307: {"description": "presigned URL"}},
+    responses={
+        206: {"description": "the asked range"},
+        307: {"description": "presigned URL"},
+        416: {"model": ErrorBody, "description": "a range outside the file"},
+    },
 )
 async def download_artifact(
     job_id: JobId,
@@ -55,11 +60,19 @@ async def download_artifact(
     key = store.artifact_key(job_id, artifact.name)
     headers = _digest_headers(artifact)
     path = store.objects.local_path(key)
+    range_header = request.headers.get("range")
     if path is not None:
         if not path.is_file():
             raise _missing(artifact)
-        return FileResponse(
-            path, media_type=artifact.media_type, filename=artifact.name, headers=headers
+        if range_header is None:
+            return FileResponse(
+                path, media_type=artifact.media_type, filename=artifact.name, headers=headers
+            )
+        # A range is served by the same rules as from S3 (api/ranges.py), not Starlette's.
+        headers["Content-Disposition"] = f'attachment; filename="{artifact.name}"'
+        file_size = path.stat().st_size
+        return stream_object(
+            store.objects, key, file_size, range_header, artifact.media_type, headers
         )
     if settings.download_redirect_seconds:
         seconds = settings.download_redirect_seconds
@@ -70,9 +83,7 @@ async def download_artifact(
     if size is None:
         raise _missing(artifact)
     headers["Content-Disposition"] = f'attachment; filename="{artifact.name}"'
-    return stream_object(
-        store.objects, key, size, request.headers.get("range"), artifact.media_type, headers
-    )
+    return stream_object(store.objects, key, size, range_header, artifact.media_type, headers)
 
 
 def _digest_headers(artifact: Artifact) -> dict[str, str]:

@@ -15,6 +15,7 @@ from fastapi.responses import FileResponse
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import SessionDep, SettingsDep
 from archsearch.api.presenters import builtin_dataset, uploaded_dataset, uploaded_summary
+from archsearch.api.storable import require_storable
 from archsearch.core.data.catalog import available_datasets
 from archsearch.jobs.domain.datasets import service as uploads
 from archsearch.jobs.domain.datasets.options import UploadOptions
@@ -58,6 +59,8 @@ def upload_dataset(
     split_seed: Annotated[int, Form(ge=0)] = 0,
     num_classes: Annotated[int | None, Form(ge=2, le=100_000)] = None,
 ) -> UploadedDatasetPublic:
+    text_fields = {"name": name, "label_column": label_column, "file": file.filename}
+    require_storable("body", text_fields)
     options = UploadOptions(name, label_column, test_fraction, split_seed, num_classes)
     dataset, created = uploads.upload_dataset(
         session, settings, file.file, file.filename or "", options, principal

@@ -16,13 +16,17 @@ from archsearch.schemas.logs import JobLogLinePublic, JobLogsPublic
 
 router = APIRouter(prefix="/v1/jobs/{job_id}/logs", tags=["logs"])
 
+MAX_LINE_ID = 2**63 - 1  # a bigint column: a larger `after` is a 422, not a database error
+
 
 @router.get("", response_model=JobLogsPublic)
 async def read_job_logs(
     job_id: JobId,
     session: ReadSessionDep,
     principal: CurrentUser,
-    after: Annotated[int, Query(ge=0, description="id of the last line already read")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_LINE_ID, description="id of the last line already read")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=5000, description="lines per page")] = 1000,
 ) -> JobLogsPublic:
     lines, truncated = await session.run_sync(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, SettingsDep
-from archsearch.api.presenters import job_with_queue_state, worker_public
-from archsearch.jobs.domain import queue_repository, worker_repository
+from archsearch.api.presenters import job_with_queue_state, workers_public
+from archsearch.jobs.domain import queue_repository
+from archsearch.jobs.domain.errors import Forbidden
 from archsearch.schemas.jobs import JobPublic
 from archsearch.schemas.queue import QueuePublic, WorkersPublic
 
@@ -19,7 +22,8 @@ router = APIRouter(prefix="/v1", tags=["queue"])
 async def read_queue(
     session: ReadSessionDep, principal: CurrentUser, settings: SettingsDep
 ) -> QueuePublic:
-    """Running and waiting jobs of the caller's team (all teams for admins), and the workers."""
+    """Running and waiting jobs of the caller's team (all teams for admins), and the live
+    workers, which show another team's job only as `busy`."""
     team = principal.team_filter
 
     def read(sync_session: Session) -> QueuePublic:
@@ -28,9 +32,7 @@ async def read_queue(
         return QueuePublic(
             running=[JobPublic.model_validate(j) for j in running],
             waiting=[job_with_queue_state(sync_session, j, settings) for j in waiting],
-            workers=[
-                worker_public(w, settings) for w in worker_repository.list_workers(sync_session)
-            ],
+            workers=workers_public(sync_session, settings, team),
         )
 
     return await session.run_sync(read)
@@ -38,7 +40,15 @@ async def read_queue(
 
 @router.get("/workers", response_model=WorkersPublic)
 async def list_workers(
-    session: ReadSessionDep, principal: CurrentUser, settings: SettingsDep
+    session: ReadSessionDep,
+    principal: CurrentUser,
+    settings: SettingsDep,
+    include_dead: Annotated[
+        bool, Query(description="admins only: also workers silent for up to an hour")
+    ] = False,
 ) -> WorkersPublic:
-    records = await session.run_sync(worker_repository.list_workers)
-    return WorkersPublic(data=[worker_public(w, settings) for w in records])
+    """The live workers; another team's job on one shows as `busy` without its id."""
+    if include_dead and not principal.is_admin:
+        raise Forbidden("include_dead=true needs an admin token")
+    workers = await session.run_sync(workers_public, settings, principal.team_filter, include_dead)
+    return WorkersPublic(data=workers)

@@ -2,8 +2,9 @@
 
 Progress and metrics are buffered and written at most every `flush_seconds` in one short
 transaction, which also reads the job's cancel flag, so reporting every step costs a few
-writes per second, not one per step. The lease is renewed by a separate thread
-(`lease.LeaseKeeper`).
+writes per second, not one per step. Every point reported before a checkpoint is stored
+before the checkpoint is written, so a resumed job has each point exactly once. The lease
+is renewed by a separate thread (`lease.LeaseKeeper`).
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ class DbRunContext:
             repository.upsert_artifact(session, self.job_uuid, name, media_type, stored)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
+        # Metrics first: a worker killed between the two writes then leaves points past the
+        # checkpoint, which the resumed attempt reports again and `record_metrics` upserts.
+        # The other order left a checkpoint past the stored points: that epoch never came back.
+        self.flush()
         self.services.store.write_checkpoint(self.job_uuid, checkpoint_to_bytes(state))
-        self.flush()  # metrics up to the checkpoint are durable with it
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         data = self.services.store.read_checkpoint(self.job_uuid)
