@@ -32,6 +32,7 @@ from archsearch.cli.datasets import datasets
 from archsearch.cli.server_commands import WithServerCommands
 from archsearch.client import ArchsearchClient
 from archsearch.schemas.jobs import JobPublic
+from archsearch.schemas.logs import JobLogLinePublic
 
 
 @click.group(cls=WithServerCommands)
@@ -159,13 +160,24 @@ def logs(job_id: str, follow: bool, url: str) -> None:
     """Print a job's log lines (what its method logged, worker messages, tracebacks)."""
     with client_for(url) as client:
         full_id = client.resolve_job_id(job_id)
-        pages = client.follow_logs(full_id) if follow else iter([client.logs(full_id)])
-        for page in pages:
+        if follow:
+            for line in client.follow_logs(full_id):
+                _echo_log_line(line)
+            return
+        page = client.logs(full_id)
+        for line in page.data:
+            _echo_log_line(line)
+        while page.data:  # read every page, not just the first
+            page = client.logs(full_id, after=page.next_after)
             for line in page.data:
-                # Plain lines, never wrapped: logs are read with grep and less.
-                click.echo(f"{local_time(line.at)} {line.level:<7} {line.logger}: {line.message}")
-            if page.truncated and not follow:
-                console.print("[yellow]the job logged more than the server keeps[/yellow]")
+                _echo_log_line(line)
+    if page.truncated:
+        console.print("[yellow]the job logged more than the server keeps[/yellow]")
+
+
+def _echo_log_line(line: JobLogLinePublic) -> None:
+    # Plain lines, never wrapped: logs are read with grep and less.
+    click.echo(f"{local_time(line.at)} {line.level:<7} {line.logger}: {line.message}")
 
 
 @main.command()

@@ -38,7 +38,7 @@ from archsearch.schemas.jobs import (
     Priority,
     PriorityUpdate,
 )
-from archsearch.schemas.logs import JobLogsPublic
+from archsearch.schemas.logs import JobLogLinePublic, JobLogsPublic
 from archsearch.schemas.queue import QueuePublic, WorkerPublic, WorkersPublic
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -179,20 +179,43 @@ class ArchsearchClient:
         params = {"after": after, "limit": limit}
         return self._get(JobLogsPublic, f"/v1/jobs/{job_id}/logs", params=params)
 
-    def follow_logs(self, job_id: JobRef, poll: float = 1.0) -> Iterator[JobLogsPublic]:
-        """Pages of log lines as they are written, until the job has finished and every
-        line is read. Reads through restarts like `wait` does (GETs are retried)."""
-        after = 0
+    def follow_logs(
+        self, job_id: JobRef, reconnect_after: float = 1.0, outage_timeout: float = 120.0
+    ) -> Iterator[JobLogLinePublic]:
+        """A job's log lines as they are written (the server streams them), until the job
+        has finished and every line was read. A dropped stream or a restarted server is
+        followed by a reconnect that reads on after the last line received."""
+        after, outage_since = 0, None
         while True:
-            finished = self.get_job(job_id).status in TERMINAL
-            page = self.logs(job_id, after=after)
-            after = page.next_after
-            yield page
-            if page.data:
-                continue  # more may be waiting; read on before sleeping
-            if finished:
-                return
-            time.sleep(poll)
+            try:
+                for line in self._log_stream(job_id, after):
+                    after, outage_since = line.id, None
+                    yield line
+            except (ServerUnreachable, ServerStoppedAnswering):
+                outage_since = outage_since or time.monotonic()
+                if time.monotonic() - outage_since > outage_timeout:
+                    raise
+                time.sleep(reconnect_after)
+                continue
+            if self.get_job(job_id).status in TERMINAL:
+                return  # the server ends a stream early only at its time limit
+
+    def _log_stream(self, job_id: JobRef, after: int) -> Iterator[JobLogLinePublic]:
+        params: dict[str, str | int] = {"follow": "true", "after": after}
+        timeout = httpx.Timeout(self.http.timeout.connect, read=None)  # lines may be far apart
+        try:
+            path = f"/v1/jobs/{job_id}/logs"
+            with self.http.stream("GET", path, params=params, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ApiError.from_response(response)
+                for raw in response.iter_lines():
+                    if raw:
+                        yield JobLogLinePublic.model_validate_json(raw)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ServerUnreachable(self.url) from exc
+        except httpx.TransportError as exc:
+            raise ServerStoppedAnswering(self.url, exc) from exc
 
     def wait(
         self,

@@ -51,3 +51,25 @@ def test_a_finished_jobs_log_lines(api_url: str, worker: procs.Proc, accounts: A
     assert carol.status_code == 404 and carol.json()["error"] == "not_found"
     bad = read_logs(api_url, job.id, alice, limit=0)
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "query.limit"
+
+
+def test_following_a_running_jobs_log_streams_to_its_end(
+    api_url: str, worker: procs.Proc, accounts: Accounts
+) -> None:
+    alice = accounts.tokens["alice"]
+    spec = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 4}}
+    with ArchsearchClient(api_url, token=alice) as client:
+        job = client.submit(spec)
+        followed = list(client.follow_logs(job.id))  # starts while the job is queued
+        final = client.get_job(job.id)
+        everything = client.logs(job.id).data
+    assert final.status == "succeeded"
+    assert [line.id for line in followed] == [line.id for line in everything]
+    assert followed[-1].message == "run ended: succeeded (finished)"
+
+    carol = httpx.get(
+        f"{api_url}/v1/jobs/{job.id}/logs",
+        params={"follow": "true"},
+        headers={"Authorization": f"Bearer {accounts.tokens['carol']}"},
+    )
+    assert carol.status_code == 404  # another team: no stream, the same 404 as a missing job

@@ -56,3 +56,13 @@ def read_page(
         JobLogLine.job_id == job_id, JobLogLine.message == TRUNCATED
     )
     return list(session.scalars(query)), session.scalar(marker.limit(1)) is not None
+
+
+def read_page_while_running(
+    session: Session, job_id: uuid.UUID, team_id: uuid.UUID | None, after: int, limit: int
+) -> tuple[list[JobLogLine], bool]:
+    """Lines after `after`, and whether the job had already finished before they were read
+    (then an empty page means its log is complete: a follower may stop)."""
+    finished = jobs.get_job(session, job_id, team_id=team_id).status.terminal
+    lines, _ = read_page(session, job_id, team_id, after, limit)
+    return lines, finished
