@@ -1,9 +1,10 @@
 """Capturing one job's log lines while it runs, into `job_log_lines`.
 
 A `logging.Handler` is attached to the `archsearch` and `py.warnings` loggers for the run
-(`logging.captureWarnings` turns `warnings.warn` into records of the latter). It keeps only
-records of the thread running the job, so the lease keeper, Celery and other jobs of an
-embedded runner stay out. Records are buffered and written every `flush_seconds` in a
+(`logging.captureWarnings` turns `warnings.warn` into records of the latter), and what the
+job's thread prints to stdout or stderr becomes lines too (loggers `stdout`, `stderr`). It
+keeps only what the thread running the job produces, so the lease keeper, Celery and other
+jobs of an embedded runner stay out. Records are buffered and written every `flush_seconds` in a
 short transaction of their own; a database write never happens while the handler is
 already writing (SQLAlchemy may log, too).
 
@@ -14,7 +15,9 @@ the traceback of a crash after a chatty run is still kept.
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
 import threading
 import time
 import uuid
@@ -37,11 +40,50 @@ _capturing = 0
 _capturing_lock = threading.Lock()
 
 
+# The job log of each thread running a job, for the stdout/stderr stand-ins below.
+_job_logs: dict[int, JobLog] = {}
+
+
+class _ThreadStream(io.TextIOBase):
+    """Stands in for sys.stdout or sys.stderr while jobs run: complete lines a job's thread
+    writes also become that job's log lines; every character still reaches the real stream."""
+
+    def __init__(self, real: io.TextIOBase, level: str, name: str) -> None:
+        self.real, self.level, self.name = real, level, name
+        self.partial: dict[int, str] = {}
+
+    def write(self, text: str) -> int:
+        self.real.write(text)
+        thread = threading.get_ident()
+        job_log = _job_logs.get(thread)
+        if job_log is not None:
+            *lines, self.partial[thread] = (self.partial.get(thread, "") + text).split("\n")
+            for line in lines:
+                if line.strip():
+                    job_log.add_line(self.level, self.name, line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def __getattr__(self, name: str) -> object:  # fileno, isatty, encoding, ...
+        return getattr(self.real, name)
+
+
 def _capture_warnings(change: int) -> None:
     global _capturing
     with _capturing_lock:
         _capturing += change
         logging.captureWarnings(_capturing > 0)
+        # Streams are process-wide too: installed with the first job, restored after the last.
+        if change > 0 and _capturing == 1:
+            sys.stdout = _ThreadStream(sys.stdout, "INFO", "stdout")  # type: ignore[arg-type]
+            sys.stderr = _ThreadStream(sys.stderr, "WARNING", "stderr")  # type: ignore[arg-type]
+        elif change < 0 and _capturing == 0:
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name)
+                if isinstance(stream, _ThreadStream):
+                    setattr(sys, name, stream.real)
 
 
 class JobLog(logging.Handler):
@@ -63,6 +105,7 @@ class JobLog(logging.Handler):
         with transaction(self.services.sessions) as session:
             self.stored = repository.stored_bytes(session, self.job_id)
         self.truncated = self.stored >= self.max_bytes
+        _job_logs[self.thread] = self
         _capture_warnings(+1)
         for name in CAPTURED_LOGGERS:
             logging.getLogger(name).addHandler(self)
@@ -77,20 +120,27 @@ class JobLog(logging.Handler):
         for name in CAPTURED_LOGGERS:
             logging.getLogger(name).removeHandler(self)
         _capture_warnings(-1)
+        _job_logs.pop(self.thread, None)
         self.write()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.thread != self.thread or self._writing:
+        if record.thread != self.thread:
             return
-        message = self.format(record)
-        limit = self.max_bytes + (ERROR_RESERVE if record.levelno >= logging.ERROR else 0)
+        self.add_line(record.levelname, record.name, self.format(record))
+
+    def add_line(self, level: str, logger: str, message: str) -> None:
+        """Keep one line within the job's size limit (errors may use the reserve)."""
+        if self._writing:  # the database write itself may log or print: never recurse
+            return
+        is_error = logging.getLevelName(level) >= logging.ERROR
+        limit = self.max_bytes + (ERROR_RESERVE if is_error else 0)
         if self.stored + len(message) > limit:
             if not self.truncated:
                 self.truncated = True
                 self._add("WARNING", __name__, repository.TRUNCATED)
             return
         self.stored += len(message)
-        self._add(record.levelname, record.name, message)
+        self._add(level, logger, message)
         if time.monotonic() - self._last_write >= self.flush_seconds:
             self.write()
 

@@ -4,6 +4,7 @@ its size limit (errors excepted), and goes on from what an earlier attempt store
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import uuid
 import warnings
@@ -83,3 +84,30 @@ def test_stops_at_the_limit_but_keeps_errors_and_resumes_from_the_count(
     messages, _ = stored(services, job_id)
     assert messages[-1] == "kept: the reserve is for errors" and "dropped" not in messages
     assert messages.count(repository.TRUNCATED) == 1
+
+
+def test_keeps_what_the_jobs_thread_prints(
+    services: Services, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = new_job(services)
+    with JobLog(services, job_id):
+        print("step 10: loss 0.25")
+        print("half a line, ", end="")
+        print("then its end")
+        print("to stderr", file=sys.stderr)
+        other = threading.Thread(target=lambda: print("another thread prints"))
+        other.start()
+        other.join()
+    print("after the run")
+    messages, _ = stored(services, job_id)
+    assert messages == ["step 10: loss 0.25", "half a line, then its end", "to stderr"]
+    with services.sessions() as session:
+        lines, _ = repository.read_page(session, job_id, None, 0, 10)
+    assert [(line.logger, line.level) for line in lines] == [
+        ("stdout", "INFO"),
+        ("stdout", "INFO"),
+        ("stderr", "WARNING"),
+    ]
+    printed = capsys.readouterr()
+    assert "step 10: loss 0.25" in printed.out and "another thread prints" in printed.out
+    assert "to stderr" in printed.err  # every character still reaches the real stream
