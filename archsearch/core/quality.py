@@ -20,6 +20,9 @@ from archsearch.core.data.loaders import Dataset
 # Accuracy within this margin of the best constant answer counts as chance level. A margin,
 # because a model that beats "always the majority class" by a hair has still learned nothing.
 CHANCE_MARGIN = 0.02
+# Nearly collapsed: one class takes this share of the predictions while the labels give it
+# at most half of the inputs (e.g. 94% of predictions in one class of ten, accuracy 0.16).
+DOMINANT_SHARE = 0.9
 
 
 @torch.no_grad()
@@ -54,11 +57,18 @@ def prediction_check(
         "majority_prediction_share": majority_share,
     }
     warnings = []
+    dominant = int(counts.argmax().item())
     if predicted_classes <= 1:
-        warnings.append(_collapsed(int(counts.argmax().item()), data.num_classes))
+        warnings.append(_collapsed(dominant, data.num_classes))
     elif math.isfinite(test_loss) and test_accuracy <= chance_accuracy(data.y_test) + CHANCE_MARGIN:
         warnings.append(_at_chance(test_accuracy, chance_accuracy(data.y_test)))
+    elif majority_share >= DOMINANT_SHARE and _label_share(data.y_test, dominant) <= 0.5:
+        warnings.append(_dominated(dominant, majority_share, test_accuracy))
     return metrics, warnings
+
+
+def _label_share(y: torch.Tensor, label: int) -> float:
+    return (y == label).float().mean().item() if len(y) else 0.0
 
 
 def _collapsed(only_class: int, num_classes: int) -> RunWarning:
@@ -68,6 +78,17 @@ def _collapsed(only_class: int, num_classes: int) -> RunWarning:
             f"the model predicts class {only_class} for every test input ({num_classes} classes): "
             "it learned nothing usable; try a lower learning rate, more epochs, a higher density, "
             "or the method's documented defaults"
+        ),
+    )
+
+
+def _dominated(label: int, share: float, accuracy: float) -> RunWarning:
+    return RunWarning(
+        code="dominant_class",
+        message=(
+            f"the model predicts class {label} for {share:.0%} of the test inputs (accuracy "
+            f"{accuracy:.3f}): it has nearly collapsed; try a lower learning rate, more epochs, "
+            "a higher density, or the method's documented defaults"
         ),
     )
 

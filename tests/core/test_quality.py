@@ -51,3 +51,26 @@ def test_a_random_guesser_at_chance_level_is_flagged() -> None:
     guesser = nn.Sequential(nn.Flatten(), nn.Linear(data.x_train[0].numel(), 10))
     _, warnings = prediction_check(guesser, data, torch.device("cpu"), 0.09, 2.4)
     assert [w.code for w in warnings] == ["chance_accuracy"]
+
+
+class MostlyOne(nn.Module):
+    """Answers `label` except for the first `exceptions` inputs of a batch, which it gets
+    right: nearly collapsed, yet above chance."""
+
+    def __init__(self, labels: torch.Tensor, label: int, exceptions: int) -> None:
+        super().__init__()
+        self.labels, self.label, self.exceptions = labels, label, exceptions
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        answers = torch.full((len(x),), self.label)
+        answers[: self.exceptions] = self.labels[: self.exceptions]
+        return nn.functional.one_hot(answers, 10).float()
+
+
+def test_a_nearly_collapsed_model_is_flagged() -> None:
+    data = load_dataset(DatasetRef(name="digits"), ())
+    model = MostlyOne(data.y_test, label=3, exceptions=len(data.y_test) // 20)
+    accuracy = (model(data.x_test).argmax(1) == data.y_test).float().mean().item()
+    metrics, warnings = prediction_check(model, data, torch.device("cpu"), accuracy, 2.0)
+    assert accuracy > 0.12 and metrics["majority_prediction_share"] >= 0.9
+    assert [w.code for w in warnings] == ["dominant_class"]

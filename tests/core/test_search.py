@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,15 +34,13 @@ def _job(**overrides: object) -> SearchJob:
     return spec
 
 
-def test_default_job_is_fast_beats_chance_and_returns_a_runnable_compact_model(
+def test_default_job_beats_chance_and_returns_a_runnable_compact_model(
     digits: Dataset,
 ) -> None:
     torch.set_num_threads(1)
     spec = _job()
     ctx = InMemoryContext()
-    start = time.perf_counter()
-    result = get_method("search")(spec, digits, ctx)
-    assert time.perf_counter() - start < 60
+    result = get_method("search")(spec, digits, ctx)  # its speed is bench/search.py's business
     metrics = result.metrics
     assert metrics["test_accuracy"] > 0.8  # chance is 0.1
     assert isinstance(spec.model, NeuralGraphConfig)
