@@ -4,7 +4,6 @@ as an ordinary MLP, resume from a checkpoint, and growing a previous job's model
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import torch
@@ -59,12 +58,10 @@ def test_partial_training_keeps_the_grow_defaults_and_from_job_is_referenced() -
     assert spec.referenced_jobs() == ["j1"]
 
 
-def test_default_digits_job_is_fast_accurate_and_reloads_as_an_mlp(digits) -> None:
+def test_default_digits_job_is_accurate_and_reloads_as_an_mlp(digits) -> None:
     spec = parse_job_spec({"method": "grow", "dataset": {"name": "digits"}})
     ctx = InMemoryContext()
-    started = time.perf_counter()
-    result = get_method("grow")(spec, digits, ctx)
-    assert time.perf_counter() - started < 60
+    result = get_method("grow")(spec, digits, ctx)  # its speed is bench/grow.py's business
     assert result.metrics["test_accuracy"] >= 0.95
     growth = json.loads(ctx.artifacts["growth.json"])
     widths = growth["final_widths"]

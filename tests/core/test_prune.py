@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -84,10 +83,9 @@ def test_penalty_switches_off_at_target_and_mask_is_binary(digits, target: float
         assert set(values.tolist()) <= {0.0, 1.0}, "the final mask is 1[w > 0]"
 
 
-def test_default_job_is_fast_and_artifacts_are_consistent(digits) -> None:
-    ctx, start = InMemoryContext(), time.perf_counter()
-    result = run(prune_spec(), digits, ctx)
-    assert time.perf_counter() - start < 30, "the default prune job on digits is quick"
+def test_default_job_artifacts_are_consistent(digits) -> None:
+    ctx = InMemoryContext()
+    result = run(prune_spec(), digits, ctx)  # its speed is bench/prune.py's business
     assert abs(result.metrics["density"] - 0.1) <= 0.005
     masks = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
     assert all(m.dtype == torch.bool for m in masks.values())
