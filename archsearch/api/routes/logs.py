@@ -44,7 +44,9 @@ async def read_job_logs(
     session: ReadSessionDep,
     services: ServicesDep,
     principal: CurrentUser,
-    after: Annotated[int, Query(ge=0, description="id of the last line already read")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_LINE_ID, description="id of the last line already read")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=5000, description="lines per page")] = 1000,
     follow: Annotated[
         bool, Query(description="stream lines (NDJSON) as they are written, until the job ends")
