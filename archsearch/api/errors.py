@@ -62,6 +62,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status in sorted({status for _, status, _ in ERROR_TABLE})
 }
 
+# What a route reading a JSON body also answers: bytes that are not JSON text (not UTF-8)
+# never reach validation; the framework refuses them with 400 before.
+BODY_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "the body cannot be parsed as JSON"},
+}
+
 _UNION_TAGS = set(METHOD_NAMES) | set(MODEL_NAMES)
 
 

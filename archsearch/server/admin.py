@@ -78,6 +78,36 @@ def create_token(user: str, scope: str, expires_days: float) -> None:
     click.echo(_run(lambda s: issue_token(s, user, scope, expires_days or None)))
 
 
+@admin.command("bootstrap")
+@click.option("--team", default="admins", show_default=True)
+@click.option("--user", default="admin", show_default=True)
+@click.option("--expires-days", type=float, default=90, show_default=True, help="0: never")
+def bootstrap(team: str, user: str, expires_days: float) -> None:
+    """Create the first team, admin user and admin token, and print the token.
+
+    Once an admin USER exists this prints nothing and succeeds, so a one-shot service can run
+    it at every start without minting a new token each time."""
+    token = _run(lambda s: _bootstrap(s, team, user, expires_days or None))
+    if token is None:
+        console.print(f"user {user} exists already; no new token (see create-token)")
+    else:
+        click.echo(token)
+
+
+def _bootstrap(session: Session, team: str, user: str, expires_days: float | None) -> str | None:
+    try:
+        repository.user_by_name(session, user)
+        return None
+    except NotFound:
+        pass
+    try:
+        first_team = repository.team_by_name(session, team)
+    except NotFound:
+        first_team = repository.create_team(session, team, None)
+    repository.create_user(session, first_team, user, True, None)
+    return issue_token(session, user, "admin", expires_days)
+
+
 @admin.command("revoke-token")
 @click.argument("prefix")
 def revoke_token(prefix: str) -> None:

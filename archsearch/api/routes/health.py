@@ -16,7 +16,10 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={503: {"description": "not ready: `checks` says which dependency is down"}},
+)
 def readyz(session: SessionDep, enqueuer: EnqueuerDep) -> JSONResponse:
     checks = {"database": database_reachable(session), "queue": enqueuer.ping()}
     ready = all(checks.values())

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep
+from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.core.spec import JobSpec
@@ -32,7 +33,12 @@ from archsearch.schemas.jobs import (
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobPublic,
+    responses=BODY_ERROR_RESPONSES,
+)
 def create_job(
     spec: Annotated[JobSpec, Body()],
     session: SessionDep,
@@ -94,7 +100,7 @@ def cancel_job(job_id: JobId, session: SessionDep, principal: CurrentUser) -> Jo
     return JobPublic.model_validate(service.cancel_job(session, job_id, principal))
 
 
-@router.patch("/{job_id}", response_model=JobPublic)
+@router.patch("/{job_id}", response_model=JobPublic, responses=BODY_ERROR_RESPONSES)
 def update_priority(
     job_id: JobId, update: PriorityUpdate, session: SessionDep, principal: CurrentUser
 ) -> JobPublic:
