@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -25,6 +26,9 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         ensure_schema_current(services.engine)
+        # Short GIL hand-offs keep requests answering while an upload is parsed (see
+        # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
+        sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
         yield
 
     # /docs and /redoc with Swagger UI and ReDoc served from the package, not from a CDN.

@@ -24,6 +24,7 @@ from archsearch.core.export import load_model
 from archsearch.core.training import evaluate
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.tables import Job
+from archsearch.schemas.datasets import UploadedDatasetPublic
 from tests.jobs.domain.datasets.test_readers import (
     MALFORMED,
     blobs,
@@ -312,3 +313,15 @@ def test_a_delete_waits_for_a_submit_in_flight_and_then_sees_its_job(
         submitting.commit()
         uploads.delete_dataset(deleting, settings, dataset.id)
     assert not any(f.startswith(dataset.id) for f in store_files(service_env))
+
+
+def test_a_preview_ignores_range_headers_instead_of_a_plain_text_error(
+    api_url: str, image_dataset: UploadedDatasetPublic, token: str
+) -> None:
+    url = f"{api_url}/v1/datasets/{image_dataset.id}/preview.png"
+    headers = {"Authorization": f"Bearer {token}"}
+    whole = httpx.get(url, headers=headers)
+    for bad_range in ("bytes=5-1", "bytes=999999-"):
+        answer = httpx.get(url, headers={**headers, "Range": bad_range})
+        assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
+        assert answer.content == whole.content

@@ -96,6 +96,14 @@ class Settings(BaseSettings):
     upload_max_image_pixels: int = Field(
         default=4096 * 4096, ge=1, description="pixels of one image"
     )
+    # Issue 15: an upload's decoded arrays are built inside this budget (checked as they are
+    # produced), and at most this many uploads are decoded at once in the API process.
+    upload_max_memory_bytes: int = Field(
+        default=512 << 20, ge=1 << 20, description="memory one upload's decoded arrays may use"
+    )
+    upload_concurrent_validations: int = Field(
+        default=1, ge=1, description="uploads read and validated at once by one API process"
+    )
     job_log_max_bytes: int = Field(
         default=1 << 20, ge=1024, description="log lines kept per job; later lines are dropped"
     )

@@ -37,6 +37,25 @@ class ByteBudget:
             )
 
 
+class MemoryBudget:
+    """Bytes of arrays one upload may hold in memory: what it decodes to (pixels, parsed
+    rows, .npz/IDX arrays) plus the float32 copy validation makes. Charged before or while
+    the arrays are filled, never after, so a small file cannot decode to gigabytes."""
+
+    def __init__(self, limits: UploadLimits) -> None:
+        self.limit = limits.max_memory_bytes
+        self.used = 0
+
+    def spend(self, count: int, what: str = "the decoded arrays of the upload") -> None:
+        self.used += count
+        if self.used > self.limit:
+            raise LimitExceeded(
+                f"{what} ({self.used:,} bytes in memory)",
+                self.limit,
+                "upload_max_memory_bytes",
+            )
+
+
 def is_zip(path: Path) -> bool:
     with open(path, "rb") as handle:
         return handle.read(4) in ZIP_MAGIC
@@ -110,7 +129,7 @@ def read_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudg
     return b"".join(parts)
 
 
-def gunzip(data: bytes, name: str, budget: ByteBudget) -> bytes:
+def gunzip(data: bytes, name: str, budget: ByteBudget, memory: MemoryBudget) -> bytes:
     """Decompress a .gz entry chunk by chunk, never past the budget (a gzip bomb stops early)."""
     inflater = zlib.decompressobj(wbits=31)
     parts: list[bytes] = []
@@ -118,6 +137,7 @@ def gunzip(data: bytes, name: str, budget: ByteBudget) -> bytes:
         chunk = inflater.decompress(data, CHUNK)
         while chunk:
             budget.spend(len(chunk))
+            memory.spend(len(chunk), f"{name!r} decompressed")
             parts.append(chunk)
             chunk = inflater.decompress(inflater.unconsumed_tail, CHUNK)
     except zlib.error as exc:

@@ -3,7 +3,8 @@
 Each image's header is read first: its real format must be the one its name claims, and its
 pixel count must be under the limit before a single pixel is decoded (a 100 KB PNG can
 decode to gigabytes). All images must share one size; grey images become one channel, and
-if any image has colour, every image becomes RGB.
+if any image has colour, every image becomes RGB. The (N, C, H, W) array is allocated once,
+charged to the upload's `MemoryBudget` before a pixel is decoded, and filled image by image.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import PurePosixPath
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from archsearch.jobs.domain.datasets.archive import ByteBudget, read_entry
+from archsearch.jobs.domain.datasets.archive import ByteBudget, MemoryBudget, read_entry
 from archsearch.jobs.domain.datasets.options import UploadLimits
 from archsearch.jobs.domain.errors import InvalidUpload, LimitExceeded
 
@@ -58,13 +59,14 @@ def decode_images(
     entries: list[zipfile.ZipInfo],
     budget: ByteBudget,
     limits: UploadLimits,
+    memory: MemoryBudget,
 ) -> np.ndarray:
     """(N, C, H, W) uint8 pixels of every entry, in entry order."""
-    arrays: list[np.ndarray] = []
-    first_size: tuple[str, tuple[int, int]] | None = None
-    for info in entries:
+    images: np.ndarray | None = None
+    first_size: tuple[str, tuple[int, int]] = ("", (0, 0))
+    for i, info in enumerate(entries):
         image = _open_checked(read_entry(archive, info, budget), info.filename, limits)
-        if first_size is None:
+        if images is None:
             first_size = (info.filename, image.size)
         elif image.size != first_size[1]:
             (w0, h0), (w1, h1) = first_size[1], image.size
@@ -74,8 +76,24 @@ def decode_images(
             )
         pixels = _pixels(image, info.filename)
         budget.spend(pixels.nbytes)  # decoded pixels count against the same budget
-        arrays.append(pixels)
-    if any(a.ndim == 3 for a in arrays):  # one colour image makes the dataset RGB
-        arrays = [a if a.ndim == 3 else np.repeat(a[:, :, None], 3, axis=2) for a in arrays]
-        return np.stack(arrays).transpose(0, 3, 1, 2)  # (N, 3, H, W)
-    return np.stack(arrays)[:, None]  # (N, 1, H, W)
+        colour = pixels.ndim == 3
+        if images is None:
+            images = _allocate(len(entries), 3 if colour else 1, pixels.shape[:2], memory)
+        elif colour and images.shape[1] == 1:  # one colour image makes the dataset RGB
+            images = _as_rgb(images, i, memory)
+        images[i] = pixels.transpose(2, 0, 1) if colour else pixels  # grey fills every channel
+    if images is None:
+        raise InvalidUpload("the zip holds no images")
+    return images
+
+
+def _allocate(count: int, channels: int, size: tuple[int, ...], memory: MemoryBudget) -> np.ndarray:
+    shape = (count, channels, *size)
+    memory.spend(int(np.prod(shape)), "the decoded images")
+    return np.empty(shape, dtype=np.uint8)
+
+
+def _as_rgb(grey: np.ndarray, filled: int, memory: MemoryBudget) -> np.ndarray:
+    rgb = _allocate(grey.shape[0], 3, grey.shape[2:], memory)
+    rgb[:filled] = grey[:filled]  # the one channel broadcast to three
+    return rgb

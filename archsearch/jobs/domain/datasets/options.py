@@ -45,6 +45,7 @@ class UploadLimits:
     max_entries: int = 100_000
     max_image_pixels: int = 4096 * 4096
     min_class_samples: int = 5
+    max_memory_bytes: int = 512 << 20
 
     @classmethod
     def from_settings(cls, settings: Settings) -> UploadLimits:
@@ -54,4 +55,5 @@ class UploadLimits:
             max_entries=settings.upload_max_entries,
             max_image_pixels=settings.upload_max_image_pixels,
             min_class_samples=settings.dataset_min_class_samples,
+            max_memory_bytes=settings.upload_max_memory_bytes,
         )

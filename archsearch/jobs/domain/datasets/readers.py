@@ -4,6 +4,11 @@ The file name claims a format; the bytes must agree (a `.npz` must be a zip of `
 arrays, a `.csv` must be UTF-8 text), otherwise the upload is refused. `.npz` arrays are read
 with `allow_pickle=False` after their headers were checked: an object array is refused before
 numpy would try to unpickle it.
+
+Memory (issue 15): every reader charges the arrays it builds to the upload's `MemoryBudget`
+before or while it fills them. A `.npz` is charged from its array headers before np.load; a
+`.csv` is parsed row by row into float32 blocks of `CSV_BLOCK_ROWS` rows (a list of Python
+floats costs 32 bytes a value, a float32 block 4) with labels kept as small integer codes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archsearch.jobs.domain.datasets.archive import DAMAGED, is_zip, open_archive
+from archsearch.jobs.domain.datasets.archive import DAMAGED, MemoryBudget, is_zip, open_archive
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions
 from archsearch.jobs.domain.datasets.raw import RawDataset
 from archsearch.jobs.domain.datasets.zips import read_zip
@@ -27,19 +32,25 @@ SUPPORTED = (
     ".npz (arrays x, y and optionally x_test, y_test), .csv (with a label column) or .zip "
     "(the four IDX files, or one folder of PNG/JPEG images per class)"
 )
+CSV_BLOCK_ROWS = 4096
 
 
 def read_upload(
-    path: Path, filename: str, options: UploadOptions, limits: UploadLimits
+    path: Path,
+    filename: str,
+    options: UploadOptions,
+    limits: UploadLimits,
+    memory: MemoryBudget | None = None,
 ) -> RawDataset:
     """Read the upload at `path`, whose original name was `filename`."""
+    memory = memory or MemoryBudget(limits)
     suffix = Path(filename).suffix.lower()
     if suffix == ".npz":
-        return read_npz(path, limits)
+        return read_npz(path, limits, memory)
     if suffix == ".csv":
-        return read_csv(path, options)
+        return read_csv(path, options, memory)
     if suffix == ".zip":
-        return read_zip(path, limits)
+        return read_zip(path, limits, memory)
     if suffix == ".npy":
         raise InvalidUpload("a .npy file holds a single array; upload an .npz holding x and y")
     raise InvalidUpload(
@@ -69,7 +80,9 @@ def _npy_header(
     return tuple(shape), dtype
 
 
-def _check_npz_entries(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo]) -> list[str]:
+def _check_npz_entries(
+    archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo], memory: MemoryBudget
+) -> list[str]:
     keys = []
     for info in entries:
         key = info.filename.removesuffix(".npy")
@@ -86,11 +99,12 @@ def _check_npz_entries(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo])
             )
         if int(np.prod(shape)) * dtype.itemsize > info.file_size:
             raise InvalidUpload(f"array {key!r} declares shape {shape} but its data is truncated")
+        memory.spend(int(np.prod(shape)) * dtype.itemsize, f"array {key!r} of the .npz")
         keys.append(key)
     return keys
 
 
-def read_npz(path: Path, limits: UploadLimits) -> RawDataset:
+def read_npz(path: Path, limits: UploadLimits, memory: MemoryBudget) -> RawDataset:
     if not is_zip(path):
         raise InvalidUpload(
             "the file is named .npz but is not one "
@@ -99,7 +113,7 @@ def read_npz(path: Path, limits: UploadLimits) -> RawDataset:
     with open_archive(path, limits, ".npz") as (archive, entries):
         # Declared sizes are bounded by now, and zipfile never reads an entry past its declared
         # size (a lying entry fails its CRC check), so np.load below is bounded too.
-        keys = _check_npz_entries(archive, entries)
+        keys = _check_npz_entries(archive, entries, memory)
     for needed in ("x", "y"):
         if needed not in keys:
             raise InvalidUpload(
@@ -136,17 +150,7 @@ def _parse_value(value: str, row: int, column: str, label_column: str) -> float:
         ) from None
 
 
-def _labels(texts: list[str]) -> tuple[np.ndarray, tuple[str, ...] | None]:
-    """Integer labels stay integers; any other text is a class name (sorted, then numbered)."""
-    try:
-        return np.array([int(t) for t in texts], dtype=np.int64), None
-    except ValueError:
-        names = tuple(sorted(set(texts)))
-        index = {name: i for i, name in enumerate(names)}
-        return np.array([index[t] for t in texts], dtype=np.int64), names
-
-
-def read_csv(path: Path, options: UploadOptions) -> RawDataset:
+def read_csv(path: Path, options: UploadOptions, memory: MemoryBudget) -> RawDataset:
     label_column = options.label_column
     try:
         with _text_lines(path) as handle:
@@ -163,32 +167,74 @@ def read_csv(path: Path, options: UploadOptions) -> RawDataset:
                     "Name the label column with label_column",
                     field="label_column",
                 )
-            at = header.index(label_column)
-            rows, labels = _csv_rows(reader, header, at, label_column)
+            rows = _CsvRows(header, header.index(label_column), label_column, memory)
+            rows.read(reader)
     except UnicodeDecodeError as exc:
         raise InvalidUpload(f"the .csv is not UTF-8 text ({exc})") from None
-    if not rows:
+    if not rows.count:
         raise InvalidUpload("the .csv has a header but no rows")
-    y, names = _labels(labels)
-    return RawDataset("csv", np.array(rows, dtype=np.float64), y, class_names=names)
+    x, y, names = rows.arrays()
+    return RawDataset("csv", x, y, class_names=names)
 
 
-def _csv_rows(
-    reader: Iterator[list[str]], header: list[str], at: int, label_column: str
-) -> tuple[list[list[float]], list[str]]:
-    rows: list[list[float]] = []
-    labels: list[str] = []
-    columns = [c for i, c in enumerate(header) if i != at]
-    for number, row in enumerate(reader, start=2):
-        if not row:
-            continue  # a blank line
-        if len(row) != len(header):
+class _CsvRows:
+    """Rows parsed into float32 blocks and labels into integer codes (one per distinct
+    label text), each block charged to the memory budget before it is filled."""
+
+    def __init__(self, header: list[str], at: int, label_column: str, memory: MemoryBudget) -> None:
+        self.header, self.at, self.label_column, self.memory = header, at, label_column, memory
+        self.columns = [c for i, c in enumerate(header) if i != at]
+        self.blocks: list[np.ndarray] = []
+        self.codes: list[np.ndarray] = []
+        self.label_code: dict[str, int] = {}
+        self.count = 0
+
+    def read(self, reader: Iterator[list[str]]) -> None:
+        for number, row in enumerate(reader, start=2):
+            if row:  # a blank line is skipped
+                self._add(number, row)
+
+    def _add(self, number: int, row: list[str]) -> None:
+        if len(row) != len(self.header):
             raise InvalidUpload(
-                f"row {number} has {len(row)} values; the header has {len(header)} columns"
+                f"row {number} has {len(row)} values; the header has {len(self.header)} columns"
             )
-        labels.append(row[at].strip())
-        values = row[:at] + row[at + 1 :]
-        rows.append(
-            [_parse_value(v, number, c, label_column) for v, c in zip(values, columns, strict=True)]
-        )
-    return rows, labels
+        at_block = self.count % CSV_BLOCK_ROWS
+        if at_block == 0:
+            self.memory.spend(CSV_BLOCK_ROWS * (len(self.columns) * 4 + 4), "the .csv's rows")
+            self.blocks.append(np.empty((CSV_BLOCK_ROWS, len(self.columns)), dtype=np.float32))
+            self.codes.append(np.empty(CSV_BLOCK_ROWS, dtype=np.int32))
+        label = row[self.at].strip()
+        self.codes[-1][at_block] = self.label_code.setdefault(label, len(self.label_code))
+        values = row[: self.at] + row[self.at + 1 :]
+        with np.errstate(over="ignore"):  # overflow becomes inf, refused by validation
+            self.blocks[-1][at_block] = [
+                _parse_value(v, number, c, self.label_column)
+                for v, c in zip(values, self.columns, strict=True)
+            ]
+        self.count += 1
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None]:
+        """x (float32), y and the class names; the blocks are released as x is filled."""
+        x = np.empty((self.count, len(self.columns)), dtype=np.float32)
+        codes = np.empty(self.count, dtype=np.int64)
+        for i in range(len(self.blocks)):
+            start = i * CSV_BLOCK_ROWS
+            n = min(CSV_BLOCK_ROWS, self.count - start)
+            x[start : start + n] = self.blocks[i][:n]
+            codes[start : start + n] = self.codes[i][:n]
+            self.blocks[i] = self.codes[i] = np.empty(0)  # x grows as the blocks go
+        y, names = _labels(self.label_code)
+        return x, y[codes], names
+
+
+def _labels(label_code: dict[str, int]) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """Per label code, its label: integer texts stay integers; any other text is a class name
+    (sorted, then numbered)."""
+    texts = list(label_code)  # in code order
+    try:
+        return np.array([int(t) for t in texts], dtype=np.int64), None
+    except ValueError:
+        names = tuple(sorted(texts))
+        index = {name: i for i, name in enumerate(names)}
+        return np.array([index[t] for t in texts], dtype=np.int64), names

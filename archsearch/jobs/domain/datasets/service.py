@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal
 from archsearch.jobs.domain.datasets import repository
+from archsearch.jobs.domain.datasets.archive import MemoryBudget
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions, dataset_id_for
 from archsearch.jobs.domain.datasets.preview import preview_png
 from archsearch.jobs.domain.datasets.readers import read_upload
@@ -40,8 +41,10 @@ def dataset_store(settings: Settings) -> DatasetStore:
 def build_dataset(
     path: Path, filename: str, options: UploadOptions, limits: UploadLimits
 ) -> ValidDataset:
-    """Read and validate an upload already on disk (no database, no store)."""
-    return validate(read_upload(path, filename, options, limits), options, limits)
+    """Read and validate an upload already on disk (no database, no store), inside one
+    memory budget shared by the reader and validation."""
+    memory = MemoryBudget(limits)
+    return validate(read_upload(path, filename, options, limits, memory), options, limits, memory)
 
 
 def list_datasets(session: Session, principal: Principal = LOCAL_USER) -> list[UploadedDataset]:

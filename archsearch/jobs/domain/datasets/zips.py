@@ -1,7 +1,8 @@
 """Zip uploads: the four standard IDX files (MNIST layout), or an image folder with one
 sub-folder per class (`cat/001.png`), optionally split as `train/<class>/...` and
 `test/<class>/...`. Entries are read into memory one by one under the upload's byte budget
-(see `archive`); nothing is extracted to disk.
+(see `archive`); nothing is extracted to disk. The arrays built are charged to the
+upload's `MemoryBudget` before they are filled.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from archsearch.core.data.catalog import IDX_FILES
 from archsearch.core.data.idx import parse_idx
 from archsearch.jobs.domain.datasets.archive import (
     ByteBudget,
+    MemoryBudget,
     gunzip,
     is_zip,
     open_archive,
@@ -40,18 +42,18 @@ def _idx_stem(name: str) -> str:
     return base.replace(".", "-")  # 'train-images.idx3-ubyte' is a common spelling too
 
 
-def read_zip(path: Path, limits: UploadLimits) -> RawDataset:
+def read_zip(path: Path, limits: UploadLimits, memory: MemoryBudget) -> RawDataset:
     if not is_zip(path):
         raise InvalidUpload("the file is named .zip but is not a zip archive")
     with open_archive(path, limits) as (archive, entries):
         entries = [e for e in entries if not _is_junk(e.filename)]
         budget = ByteBudget(limits)
         if any("idx" in _idx_stem(e.filename) for e in entries):
-            return _read_idx_zip(archive, entries, budget)
+            return _read_idx_zip(archive, entries, budget, memory)
         if entries and all(
             PurePosixPath(e.filename).suffix.lower() in IMAGE_SUFFIXES for e in entries
         ):
-            return _read_image_zip(archive, entries, budget, limits)
+            return _read_image_zip(archive, entries, budget, limits, memory)
     others = sorted({PurePosixPath(e.filename).suffix.lower() or e.filename for e in entries})[:5]
     raise InvalidUpload(
         "the zip holds neither the four IDX files (train-images-idx3-ubyte, ...) nor only "
@@ -63,7 +65,10 @@ def read_zip(path: Path, limits: UploadLimits) -> RawDataset:
 
 
 def _read_idx_zip(
-    archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo], budget: ByteBudget
+    archive: zipfile.ZipFile,
+    entries: list[zipfile.ZipInfo],
+    budget: ByteBudget,
+    memory: MemoryBudget,
 ) -> RawDataset:
     found: dict[str, zipfile.ZipInfo] = {}
     for info in entries:
@@ -76,17 +81,21 @@ def _read_idx_zip(
     missing = [IDX_FILES[k] for k in IDX_FILES if k not in found]
     if missing:
         raise InvalidUpload(f"the zip of IDX files lacks {', '.join(missing)}; all four are needed")
-    arrays = {key: _read_idx(archive, info, budget) for key, info in found.items()}
+    arrays = {key: _read_idx(archive, info, budget, memory) for key, info in found.items()}
     x, x_test = arrays["train_images"], arrays["test_images"]
     if x.ndim == 3 and x_test.ndim == 3:  # (N, H, W) grey images: one channel
         x, x_test = x[:, None], x_test[:, None]  # (N, 1, H, W)
     return RawDataset("idx", x, arrays["train_labels"], x_test, arrays["test_labels"])
 
 
-def _read_idx(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudget) -> np.ndarray:
+def _read_idx(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudget, memory: MemoryBudget
+) -> np.ndarray:
+    # zipfile never reads an entry past its declared size, so that size is what it costs.
+    memory.spend(info.file_size, f"zip entry {info.filename!r}")
     data = read_entry(archive, info, budget)
     if info.filename.endswith(".gz"):
-        data = gunzip(data, info.filename, budget)
+        data = gunzip(data, info.filename, budget, memory)
     try:
         return parse_idx(data, info.filename)
     except (ValueError, TypeError) as exc:  # struct errors on a short header are ValueErrors too
@@ -126,6 +135,7 @@ def _read_image_zip(
     entries: list[zipfile.ZipInfo],
     budget: ByteBudget,
     limits: UploadLimits,
+    memory: MemoryBudget,
 ) -> RawDataset:
     layout = _layout(entries)
     names = tuple(sorted({cls for split, cls in layout if split == "train"}))
@@ -135,11 +145,12 @@ def _read_image_zip(
             f"test folder(s) {', '.join(unknown)} have no training folder of the same name"
         )
     index = {name: i for i, name in enumerate(names)}
-    images = decode_images(archive, entries, budget, limits)  # (N, C, H, W)
+    images = decode_images(archive, entries, budget, limits, memory)  # (N, C, H, W)
     labels = np.array([index[cls] for _, cls in layout], dtype=np.int64)
     is_test = np.array([split == "test" for split, _ in layout], dtype=bool)
     if not is_test.any():
         return RawDataset("images", images, labels, class_names=names)
+    memory.spend(images.nbytes, "the images split into train and test")
     return RawDataset(
         "images", images[~is_test], labels[~is_test], images[is_test], labels[is_test], names
     )

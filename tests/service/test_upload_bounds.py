@@ -1,0 +1,107 @@
+"""Uploads inside the limits cost bounded memory and do not stall other requests (issue 15).
+
+A real API process with a 64 MiB in-memory budget for an upload's decoded arrays receives
+real files built in tmp_path, each at that budget: a zip of a few kilobytes of PNGs that
+decode to most of it (before the fix such a zip cost 16x its pixels), a .csv parsed row by
+row, and a 40 MiB .npz. The process's peak resident memory (VmHWM, reset before each upload)
+must grow by less than twice the budget; a zip decoding past the budget is a 413 naming the
+setting, within the same bound. While an upload is processed, `GET /v1/jobs/{id}` keeps
+being answered (its latency targets live in bench/upload.py, not in a timed test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service import procs
+from tests.service.conftest import Accounts
+from tests.service.upload_probe import (
+    MIB,
+    QUICK_JOB,
+    PeakMemory,
+    Sampler,
+    csv_file,
+    image_zip,
+    npz_file,
+    upload,
+)
+
+pytestmark = pytest.mark.service
+
+BUDGET = 64 * MIB
+
+
+@pytest.fixture(scope="module")
+def budget_api(
+    service_env: dict[str, str], log_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, procs.Proc]]:
+    env = {
+        **service_env,
+        "ARCHSEARCH_UPLOAD_MAX_MEMORY_BYTES": str(BUDGET),
+        "ARCHSEARCH_ARTIFACT_ROOT": str(tmp_path_factory.mktemp("budget-artifacts")),
+    }
+    port = procs.free_port()
+    proc = procs.start("api-upload-budget", ["api", "--port", str(port)], env, log_dir)
+    url = f"http://127.0.0.1:{port}"
+    procs.wait_http(f"{url}/healthz", proc)
+    yield url, proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def headers(accounts: Accounts) -> dict[str, str]:
+    return {"Authorization": f"Bearer {accounts.tokens['bob']}"}
+
+
+def _at_the_budget(kind: str, folder: Path) -> Path:
+    if kind == "zip":  # 220 RGB 128x128 PNGs: 10 MiB of pixels, 41 MiB as float32, ~62 charged
+        return image_zip(folder / "bomb.zip", 220, 128)
+    if kind == "csv":  # 100,000 rows of 16 features: ~8 MiB of text, ~7 MiB charged
+        return csv_file(folder / "table.csv", 100_000)
+    return npz_file(folder / "arrays.npz", 40)  # float32, kept as is: ~49 MiB charged
+
+
+@pytest.mark.parametrize("kind", ["zip", "csv", "npz"])
+def test_an_upload_at_the_budget_grows_the_api_by_less_than_twice_the_budget(
+    budget_api: tuple[str, procs.Proc], headers: dict[str, str], tmp_path: Path, kind: str
+) -> None:
+    url, proc = budget_api
+    path = _at_the_budget(kind, tmp_path)
+    peak = PeakMemory(proc.popen.pid)
+    peak.reset()
+    answer = upload(url, headers, path)
+    assert answer.status_code == 201, answer.text
+    assert peak.growth() < 2 * BUDGET, f"{kind}: {peak.growth() / MIB:.0f} MiB"
+
+
+def test_a_zip_decoding_past_the_budget_is_refused_naming_the_setting(
+    budget_api: tuple[str, procs.Proc], headers: dict[str, str], tmp_path: Path
+) -> None:
+    url, proc = budget_api
+    path = image_zip(tmp_path / "bigger.zip", 400, 128)  # 19 MiB of pixels, 75 MiB as float32
+    peak = PeakMemory(proc.popen.pid)
+    peak.reset()
+    answer = upload(url, headers, path)
+    assert answer.status_code == 413, answer.text
+    assert "ARCHSEARCH_UPLOAD_MAX_MEMORY_BYTES" in answer.json()["detail"]
+    assert peak.growth() < 2 * BUDGET
+    listed = httpx.get(f"{url}/v1/datasets", headers=headers, timeout=30).json()["data"]
+    assert not [d for d in listed if d.get("name") == "bigger.zip"]
+
+
+def test_other_requests_are_answered_while_an_upload_is_processed(
+    budget_api: tuple[str, procs.Proc], headers: dict[str, str], tmp_path: Path
+) -> None:
+    url, _ = budget_api
+    job = httpx.post(f"{url}/v1/jobs", json=QUICK_JOB, headers=headers, timeout=30)
+    assert job.status_code == 201, job.text
+    path = csv_file(tmp_path / "slow.csv", 150_000, features=32)  # seconds of parsing
+    with Sampler(f"{url}/v1/jobs/{job.json()['id']}", headers) as during:
+        answer = upload(url, headers, path)
+    assert answer.status_code == 201, answer.text
+    assert during.statuses == {200}
+    assert len(during.values) >= 10, during.summary()
