@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from archsearch.core.errors import UserError
 from archsearch.core.spec import METHOD_NAMES, MODEL_NAMES
 from archsearch.jobs.domain.errors import (
+    Busy,
     Forbidden,
     InvalidCursor,
     InvalidTransition,
@@ -43,6 +44,7 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (TooLarge, 413, "too_large"),
     (UserError, 422, "invalid_job"),
     (QueueUnavailable, 503, "queue_unavailable"),
+    (Busy, 503, "busy"),
     (SchemaBehind, 503, "schema_behind"),
     *((error, 503, "database_unavailable") for error in DATABASE_UNAVAILABLE),
     *((error, 422, "invalid_input") for error in DATABASE_REFUSED_INPUT),

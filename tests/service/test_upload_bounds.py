@@ -12,6 +12,7 @@ being answered (its latency targets live in bench/upload.py, not in a timed test
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -105,3 +106,39 @@ def test_other_requests_are_answered_while_an_upload_is_processed(
     assert answer.status_code == 201, answer.text
     assert during.statuses == {200}
     assert len(during.values) >= 10, during.summary()
+
+
+@pytest.fixture(scope="module")
+def one_slot_api(
+    service_env: dict[str, str], log_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    env = {
+        **service_env,
+        "ARCHSEARCH_UPLOAD_CONCURRENT_VALIDATIONS": "1",
+        "ARCHSEARCH_UPLOAD_MAX_WAITING": "0",
+        "ARCHSEARCH_ARTIFACT_ROOT": str(tmp_path_factory.mktemp("one-slot-artifacts")),
+    }
+    port = procs.free_port()
+    proc = procs.start("api-one-upload-slot", ["api", "--port", str(port)], env, log_dir)
+    url = f"http://127.0.0.1:{port}"
+    procs.wait_http(f"{url}/healthz", proc)
+    yield url
+    proc.stop()
+
+
+def test_uploads_beyond_the_slots_and_the_waiting_line_are_503_busy(
+    one_slot_api: str, headers: dict[str, str], tmp_path: Path
+) -> None:
+    # Four different tables sent at once to one validation slot and no waiting line: each
+    # takes seconds to parse and only a fraction of that to send, so the others find the
+    # slot taken and are refused at once instead of waiting without bound.
+    tables = [csv_file(tmp_path / f"table-{i}.csv", 300_000 + i) for i in range(4)]
+    with ThreadPoolExecutor(len(tables)) as pool:
+        answers = list(pool.map(lambda path: upload(one_slot_api, headers, path), tables))
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses[0] == 201 and statuses[-1] == 503, statuses
+    busy = next(answer for answer in answers if answer.status_code == 503)
+    assert busy.json()["error"] == "busy" and busy.headers["Retry-After"].isdigit()
+    assert "ARCHSEARCH_UPLOAD_MAX_WAITING" in busy.json()["detail"]
+    refused = tables[[a.status_code for a in answers].index(503)]
+    assert upload(one_slot_api, headers, refused).status_code == 201  # the slot is free again

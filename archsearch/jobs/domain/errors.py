@@ -43,6 +43,10 @@ class QueueUnavailable(JobsError):
     """The broker could not be reached; the job was stored as failed, not lost silently."""
 
 
+class Busy(JobsError):
+    """The server holds as much of this kind of work as it is configured to; retry later."""
+
+
 # Datasets
 
 

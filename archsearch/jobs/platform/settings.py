@@ -104,6 +104,11 @@ class Settings(BaseSettings):
     upload_concurrent_validations: int = Field(
         default=1, ge=1, description="uploads read and validated at once by one API process"
     )
+    upload_max_waiting: int = Field(
+        default=4,
+        ge=0,
+        description="uploads that may wait for a validation slot; more answer 503 busy",
+    )
     job_log_max_bytes: int = Field(
         default=1 << 20, ge=1024, description="log lines kept per job; later lines are dropped"
     )
