@@ -25,7 +25,7 @@ from archsearch.core.training import evaluate
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.tables import Job
 from archsearch.schemas.datasets import UploadedDatasetPublic
-from tests.jobs.domain.datasets.test_readers import (
+from tests.jobs.domain.datasets.files import (
     MALFORMED,
     blobs,
     csv_bytes,

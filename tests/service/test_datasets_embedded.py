@@ -17,7 +17,7 @@ from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
 from tests.conftest import SHARED_DATASETS
-from tests.jobs.domain.datasets.test_readers import blobs, csv_bytes, npz_bytes
+from tests.jobs.domain.datasets.files import blobs, csv_bytes, npz_bytes
 
 
 @pytest.fixture()

@@ -22,7 +22,7 @@ import pytest
 from archsearch.client import ArchsearchClient
 from archsearch.jobs.platform.migrate import upgrade
 from tests.conftest import SHARED_DATASETS
-from tests.jobs.domain.datasets.test_readers import grey_images, image_zip_bytes
+from tests.jobs.domain.datasets.files import grey_images, image_zip_bytes
 from tests.service import procs
 from tests.service.s3 import create_bucket, keys, own_folder, s3_env, start_s3_server
 

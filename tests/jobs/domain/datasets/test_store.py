@@ -31,7 +31,7 @@ from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.data import load_job_dataset
-from tests.jobs.domain.datasets.test_readers import (
+from tests.jobs.domain.datasets.files import (
     MALFORMED,
     blobs,
     grey_images,
