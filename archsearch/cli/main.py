@@ -165,12 +165,10 @@ def logs(job_id: str, follow: bool, url: str) -> None:
                 _echo_log_line(line)
             return
         page = client.logs(full_id)
-        for line in page.data:
-            _echo_log_line(line)
-        while page.data:  # read every page, not just the first
-            page = client.logs(full_id, after=page.next_after)
+        while page.data:  # every page, not just the first
             for line in page.data:
                 _echo_log_line(line)
+            page = client.logs(full_id, after=page.next_after)
     if page.truncated:
         console.print("[yellow]the job logged more than the server keeps[/yellow]")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -19,6 +19,7 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, ServicesDep
 from archsearch.api.params import JobId
 from archsearch.jobs.domain.joblogs import repository
+from archsearch.jobs.domain.joblogs.tables import JobLogLine
 from archsearch.jobs.platform.services import Services
 from archsearch.schemas.logs import JobLogLinePublic, JobLogsPublic
 
@@ -56,7 +57,7 @@ async def read_job_logs(
         repository.read_page, job_id, principal.team_filter, after, limit
     )
     if follow:  # the read above checked the caller may see the job: 404 before streaming
-        stream = _follow(services, job_id, principal.team_filter, after, limit)
+        stream = _follow(services, job_id, principal.team_filter, lines, after, limit)
         return StreamingResponse(stream, media_type=NDJSON)
     return JobLogsPublic(
         job_id=job_id,
@@ -67,8 +68,17 @@ async def read_job_logs(
 
 
 async def _follow(
-    services: Services, job_id: uuid.UUID, team: uuid.UUID | None, after: int, limit: int
+    services: Services,
+    job_id: uuid.UUID,
+    team: uuid.UUID | None,
+    first: Sequence[JobLogLine],
+    after: int,
+    limit: int,
 ) -> AsyncIterator[bytes]:
+    """The page already read (for the team check) first, then the lines that follow it."""
+    for line in first:
+        yield JobLogLinePublic.model_validate(line).model_dump_json().encode() + b"\n"
+    after = first[-1].id if first else after
     deadline = time.monotonic() + FOLLOW_MAX_SECONDS
     while time.monotonic() < deadline:
         async with AsyncSession(services.async_reader, expire_on_commit=False) as session:

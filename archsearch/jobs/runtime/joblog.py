@@ -34,8 +34,8 @@ ERROR_RESERVE = 64 << 10  # bytes beyond the limit kept for errors and traceback
 
 log = logging.getLogger(__name__)
 
-# `logging.captureWarnings` is process-wide: the embedded runner may run several jobs at once,
-# so warnings stay captured until the last of them ends.
+# `logging.captureWarnings` and sys.stdout/stderr are process-wide: the embedded runner may
+# run several jobs at once, so both stay captured until the last of them ends.
 _capturing = 0
 _capturing_lock = threading.Lock()
 
@@ -70,7 +70,7 @@ class _ThreadStream(io.TextIOBase):
         return getattr(self.real, name)
 
 
-def _capture_warnings(change: int) -> None:
+def _capture_process_wide(change: int) -> None:
     global _capturing
     with _capturing_lock:
         _capturing += change
@@ -106,7 +106,7 @@ class JobLog(logging.Handler):
             self.stored = repository.stored_bytes(session, self.job_id)
         self.truncated = self.stored >= self.max_bytes
         _job_logs[self.thread] = self
-        _capture_warnings(+1)
+        _capture_process_wide(+1)
         for name in CAPTURED_LOGGERS:
             logging.getLogger(name).addHandler(self)
         return self
@@ -119,7 +119,7 @@ class JobLog(logging.Handler):
     ) -> None:
         for name in CAPTURED_LOGGERS:
             logging.getLogger(name).removeHandler(self)
-        _capture_warnings(-1)
+        _capture_process_wide(-1)
         _job_logs.pop(self.thread, None)
         self.write()
 
