@@ -1,14 +1,20 @@
-"""The peer of the service benchmark: a bare FastAPI route returning a job-sized JSON body,
-served by uvicorn exactly as `archsearch api` serves ours (one process, sync handler)."""
+"""The peers of the service benchmark, served by uvicorn exactly as `archsearch api` serves
+ours (one process): a bare route returning a job-sized JSON body (sync handler), and a bare
+`FileResponse` of an artifact's file under the artifact root given as the second argument
+(no database, no token, no checks), the floor an artifact download is measured against."""
 
 from __future__ import annotations
 
 import sys
+import uuid
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import FileResponse
 
 app = FastAPI()
+ROOT = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(".")
 BODY = {
     "id": "",
     "method": "train",
@@ -24,6 +30,11 @@ BODY = {
 @app.get("/v1/jobs/{job_id}")
 def read_job(job_id: str) -> dict[str, object]:
     return {**BODY, "id": job_id}
+
+
+@app.api_route("/v1/jobs/{job_id}/artifacts/{name}", methods=["GET", "HEAD"])
+async def download(job_id: uuid.UUID, name: str) -> FileResponse:
+    return FileResponse(ROOT / "jobs" / job_id.hex / name, filename=name)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,35 @@
-"""Benchmark of the `grow` method's defaults ("Spotting expressivity bottlenecks and fixing
-them optimally", sections 3.2-3.4), before and after, side by side in one run.
+"""Benchmark of the `grow` method ("Spotting expressivity bottlenecks and fixing them
+optimally", sections 3.2-3.4) on digits and MNIST, side by side in one run. Two parts:
 
+`defaults`: the job's defaults, before and after.
 - before: eigenvalues of S cut at 1% of the largest (`eig_rtol 0.01`), amplitude line search
   capped at 16 (`max_amplitude 16`);
 - after: the job's defaults (the same cut; the line search doubles from 1 until the loss
   rises, no cap);
 - roundoff: the cut at the round-off level of S, eps * sqrt(n) (`eig_rtol: null`), uncapped.
-
 Per configuration, over the seeds: eigen-directions of S kept per layer step, the fraction of
 the expected decrease sum(lambda^2) they keep (against the same statistics with every
 non-round-off direction kept, rtol 1e-12 in float64), how often a line search stopped at a
-bound rather than at a local minimum, final test accuracy, parameters and seconds.
-The GroMo peer row is printed only when the `gromo` package is installed. Prints only;
-writes nothing. Usage: python bench/grow.py [--seeds N]
+bound rather than at a local minimum, final test accuracy, parameters and CPU seconds.
+
+`peers`: our job (its defaults) against GroMo 0.1.0, the paper authors' library, when the
+`gromo` package is installed (`pip install -e '.[bench]'`). GroMo is driven as its own
+tutorial (examples/plot_growing_container_tutorial.py of github.com/growingnet/gromo) and
+docstrings say, with our data, batches, optimiser, activation, seeds and optimiser-step
+budget: `bench/_gromo_peer.py` lists every choice and the line of the tutorial it follows.
+Three variants: GroMo choosing the layer itself (`select_best_update`), the tutorial's
+round-robin over the layers, and GroMo's own choice at our job's growth frequency.
+Printed per method: parameters, test accuracy (mean and std), CPU seconds, final widths,
+growths applied of those attempted and the highest training-batch loss after the first
+growth (a run that diverged shows it there); then the ratios ours / each GroMo variant.
+
+Prints only; writes nothing. Usage: python bench/grow.py [--seeds N] [--part defaults|peers|all]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import statistics
@@ -27,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _gromo_peer import FACTORS, GROWTH_SHARE, INTERVAL, PeerRun, run_gromo
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
@@ -56,6 +69,9 @@ class Run:
     kept_fraction: list[float] = field(default_factory=list)
     searches: int = 0
     at_bound: int = 0
+    widths: list[int] = field(default_factory=list)
+    growths: int = 0
+    max_loss: float = 0.0
 
 
 class DecreaseProbe:
@@ -94,17 +110,19 @@ def grow_spec(setup: dict[str, Any], growth: dict[str, Any], seed: int) -> GrowJ
     return parse_job_spec(spec)  # type: ignore[return-value]
 
 
-def run_grow(data: Dataset, spec: GrowJob) -> Run:
+def run_grow(data: Dataset, spec: GrowJob, probed: bool = True) -> Run:
+    """Our grow job in memory; `probed`: with the DecreaseProbe's extra solves (not timed
+    against a peer, since they are work the job itself never does)."""
     ctx = InMemoryContext()
-    with DecreaseProbe() as probe:
-        started = time.perf_counter()
+    probe = DecreaseProbe()
+    with probe if probed else contextlib.nullcontext():
+        started = time.process_time()  # CPU seconds: the machine is shared
         result = get_method("grow")(spec, data, ctx)
-        seconds = time.perf_counter() - started
-    layers = [
-        layer
-        for step in json.loads(ctx.artifacts["growth.json"])["steps"]
-        for layer in step["layers"]
-    ]
+        seconds = time.process_time() - started
+    growth = json.loads(ctx.artifacts["growth.json"])
+    layers = [layer for step in growth["steps"] for layer in step["layers"]]
+    first = spec.growth.steps_between_growth
+    losses = [m["train_loss"] for step, _, m in ctx.reports if "train_loss" in m and step > first]
     return Run(
         accuracy=result.metrics["test_accuracy"],
         parameters=result.metrics["parameters"],
@@ -113,6 +131,9 @@ def run_grow(data: Dataset, spec: GrowJob) -> Run:
         kept_fraction=probe.fractions,
         searches=2 * len(layers),
         at_bound=sum(layer["gamma0_at_bound"] + layer["gamma_at_bound"] for layer in layers),
+        widths=list(growth["final_widths"]),
+        growths=len(growth["steps"]),
+        max_loss=max(losses, default=0.0),
     )
 
 
@@ -148,23 +169,109 @@ def bench(label: str, setup: dict[str, Any], seeds: int) -> None:
         print(row(name, runs))
 
 
+def peers(label: str, setup: dict[str, Any], seeds: int) -> None:
+    """Our job at its defaults against GroMo, best layer and round-robin, per seed."""
+    data = load_dataset(DatasetRef(**setup["dataset"]), DATA_DIRS, 0)
+    rows: dict[str, list[PeerRun]] = {OURS: [], GROMO_BEST: [], GROMO_ROUND: [], GROMO_OURS: []}
+    for seed in range(seeds):
+        spec = grow_spec(setup, AFTER, seed)
+        ours = run_grow(data, spec, probed=False)
+        rows[OURS].append(
+            PeerRun(
+                ours.accuracy,
+                int(ours.parameters),
+                ours.seconds,
+                ours.widths,
+                ours.growths,
+                spec.growth.max_growth_steps,
+                ours.max_loss,
+            )
+        )
+        rows[GROMO_BEST].append(run_gromo(data, spec, "best"))
+        rows[GROMO_ROUND].append(run_gromo(data, spec, "round"))
+        # Our schedule: one layer per growth, so a growth every steps_between_growth steps
+        # gives GroMo our count of layer steps, at half the frequency the old bench used.
+        rows[GROMO_OURS].append(run_gromo(data, spec, "best", spec.growth.steps_between_growth))
+        print(
+            f"  {label} seed {seed}: "
+            + ", ".join(f"{k} {v[-1].accuracy:.4f}" for k, v in rows.items()),
+            flush=True,
+        )
+    print(
+        f"\n{label}: {len(data.x_train)} training samples, {len(data.x_test)} test, {seeds} seeds"
+    )
+    print(
+        f"{'method':<24} {'params':>8} {'accuracy':>16} {'CPU s':>8} {'grown':>7} "
+        f"{'max loss':>9}   final widths per seed"
+    )
+    for name, runs in rows.items():
+        print(peer_row(name, runs))
+    verdict(label, rows)
+
+
+def peer_row(name: str, runs: list[Any]) -> str:
+    accs = [r.accuracy for r in runs]
+    widths = " ".join("x".join(str(w) for w in r.widths) for r in runs)
+    grown = f"{sum(r.grown for r in runs)}/{sum(r.events for r in runs)}"
+    return (
+        f"{name:<24} {statistics.mean(r.parameters for r in runs):>8.0f} "
+        f"{statistics.mean(accs):>7.4f} ± {statistics.pstdev(accs):.4f} "
+        f"{statistics.mean(r.seconds for r in runs):>8.1f} {grown:>7} "
+        f"{max(r.max_loss for r in runs):>9.3g}   {widths}"
+    )
+
+
+def verdict(label: str, rows: dict[str, list[Any]]) -> None:
+    def mean(name: str, key: str) -> float:
+        return statistics.mean(getattr(r, key) for r in rows[name])
+
+    for peer in (GROMO_BEST, GROMO_ROUND, GROMO_OURS):
+        params = mean(OURS, "parameters") / mean(peer, "parameters")
+        print(
+            f"{label}, ours / {peer}: parameters {params:.2f}x, "
+            f"CPU seconds {mean(OURS, 'seconds') / mean(peer, 'seconds'):.2f}x, accuracy "
+            f"{100 * (mean(OURS, 'accuracy') - mean(peer, 'accuracy')):+.2f} points"
+        )
+
+
+OURS, GROMO_BEST = "ours (job defaults)", "GroMo, its layer choice"
+GROMO_ROUND, GROMO_OURS = "GroMo, round-robin", "GroMo, our schedule"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--part", choices=("defaults", "peers", "all"), default="all")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small nets; the machine is shared
     started = time.perf_counter()
-    print(f"before: {BEFORE}; after: the job's defaults; roundoff: {ROUNDOFF}")
-    print("kept dirs: eigen-directions of S kept at the first hidden layer's steps (mean)")
-    print("kept l2: fraction of sum(lambda^2) of all directions kept (mean, and min 'min')")
-    print("at bound: line searches (gamma0 and gamma) that stopped at a limit, of all")
-    bench("digits", DIGITS, args.seeds)
-    bench("MNIST", MNIST, args.seeds)
-    if importlib.util.find_spec("gromo") is None:
-        print("\nGroMo peer: the `gromo` package is not installed, so no peer row is printed")
-    else:
-        print("\nGroMo peer: installed, but this bench does not drive it (no peer row)")
+    if args.part in ("defaults", "all"):
+        print(f"before: {BEFORE}; after: the job's defaults; roundoff: {ROUNDOFF}")
+        print("kept dirs: eigen-directions of S kept at the first hidden layer's steps (mean)")
+        print("kept l2: fraction of sum(lambda^2) of all directions kept (mean, and min 'min')")
+        print("at bound: line searches (gamma0 and gamma) that stopped at a limit, of all")
+        bench("digits", DIGITS, args.seeds)
+        bench("MNIST", MNIST, args.seeds)
+    if args.part in ("peers", "all"):
+        if importlib.util.find_spec("gromo") is None:
+            print("\nGroMo peer: the `gromo` package is not installed, so no peer row is printed")
+        else:
+            print("\nGroMo 0.1.0 driven as its tutorial does (see bench/_gromo_peer.py):")
+            print(f"  {_gromo_peer_summary()}")
+            print("grown: growth steps applied / attempted (ours: steps; GroMo: one layer each)")
+            print("max loss: highest training loss after the first growth (ours: as reported)")
+            peers("digits", DIGITS, args.seeds)
+            peers("MNIST", MNIST, args.seeds)
     print(f"total bench time {time.perf_counter() - started:.0f} s")
+
+
+def _gromo_peer_summary() -> str:
+    return (
+        f"{INTERVAL} optimiser steps of training between growths (the tutorial's 3 epochs "
+        f"of 10 batches),\n  growth within the first {GROWTH_SHARE:.0%} of the budget, "
+        "maximum_added_neurons = our max_neurons_per_step,\n  the tutorial's factor grid "
+        f"{list(FACTORS)}, factor 0 = no growth, Adam moments carried over"
+    )
 
 
 if __name__ == "__main__":

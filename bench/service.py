@@ -7,21 +7,28 @@ Starts, on this machine: a fresh PostgreSQL database, `archsearch api`, one idle
 2. GET /v1/jobs/{id} requests per second (with a bearer token, checked on every request, as
    in team mode) against the bare route, interleaved rounds with the same concurrent client;
    printed as a ratio.
-Targets (issue 2): median submit-to-running < 100 ms; throughput ratio >= 0.5.
+3. Artifact downloads (the same token) against a bare `FileResponse` of the same file on
+   disk (`_bare_app.py`), interleaved rounds: the last job's largest artifact (~200 kB,
+   where per-request work shows) and a 16 MiB file recorded as an artifact of that job
+   (where streaming shows), as downloads/s and MiB/s; and HEAD of the small one.
+Targets: median submit-to-running < 100 ms; throughput ratio >= 0.5 (issue 2); downloads
+>= 0.9x the bare FileResponse (issue 16).
 
-    python bench/service.py [--jobs 50] [--seconds 4] [--rounds 3]
+    python bench/service.py [--jobs 50] [--seconds 3] [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,9 +36,14 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archsearch.client import ArchsearchClient  # noqa: E402
+from archsearch.jobs.domain.tables import Artifact  # noqa: E402
+from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
+from archsearch.jobs.platform.objects.local import LocalObjectStore  # noqa: E402
+from archsearch.jobs.platform.store import ArtifactStore  # noqa: E402
 from tests.service import procs  # noqa: E402
 
+BIG_NAME, BIG_BYTES = "bench-16mib.bin", 16 << 20
 QUICK_JOB = {
     "method": "train",
     "dataset": {"name": "digits", "train_subset": 64},
@@ -53,15 +65,20 @@ def submit_to_running(client: ArchsearchClient, jobs: int) -> list[float]:
     return latencies
 
 
-async def _hammer(url: str, seconds: float, concurrency: int, headers: dict[str, str]) -> float:
-    count = 0
+async def _hammer(
+    url: str, seconds: float, concurrency: int, headers: dict[str, str], method: str = "GET"
+) -> Rate:
+    """Requests/s and body MiB/s of `concurrency` clients asking `url` for `seconds`."""
+    count = size = 0
     deadline = time.perf_counter() + seconds
 
     async def one_client(client: httpx.AsyncClient) -> None:
-        nonlocal count
+        nonlocal count, size
         while time.perf_counter() < deadline:
-            response = await client.get(url)
-            assert response.status_code == 200, response.text
+            async with client.stream(method, url) as response:
+                assert response.status_code == 200, await response.aread()
+                async for chunk in response.aiter_raw():
+                    size += len(chunk)
             count += 1
 
     async with httpx.AsyncClient(
@@ -69,98 +86,159 @@ async def _hammer(url: str, seconds: float, concurrency: int, headers: dict[str,
     ) as client:
         start = time.perf_counter()
         await asyncio.gather(*(one_client(client) for _ in range(concurrency)))
-        return count / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        return Rate(count / elapsed, size / (1 << 20) / elapsed)
+
+
+@dataclass
+class Rate:
+    requests: float  # per second
+    mib: float  # body MiB per second
 
 
 def throughput(
-    ours: str, bare: str, seconds: float, rounds: int, headers: dict[str, str], concurrency: int = 8
-) -> tuple[list[float], list[float]]:
+    ours: str,
+    bare: str,
+    args: argparse.Namespace,
+    headers: dict[str, str],
+    concurrency: int = 8,
+    method: str = "GET",
+) -> tuple[list[Rate], list[Rate]]:
     our_rates, bare_rates = [], []
-    for _ in range(rounds):  # interleaved, so drift on a shared machine hits both alike
-        our_rates.append(asyncio.run(_hammer(ours, seconds, concurrency, headers)))
-        bare_rates.append(asyncio.run(_hammer(bare, seconds, concurrency, headers)))
+    for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits both alike
+        our_rates.append(asyncio.run(_hammer(ours, args.seconds, concurrency, headers, method)))
+        bare_rates.append(asyncio.run(_hammer(bare, args.seconds, concurrency, headers, method)))
     return our_rates, bare_rates
+
+
+def record_big_artifact(database_url: str, artifact_root: Path, job_id: uuid.UUID) -> str:
+    """A file of random bytes stored under the API's artifact root and recorded as an
+    artifact of `job_id`, as a job's upload of it would be."""
+    data = os.urandom(BIG_BYTES)
+    stored = ArtifactStore(LocalObjectStore(artifact_root)).write_artifact(job_id, BIG_NAME, data)
+    engine = make_engine(database_url)
+    with transaction(make_session_factory(engine)) as session:
+        session.add(
+            Artifact(
+                job_id=job_id,
+                name=BIG_NAME,
+                media_type="application/octet-stream",
+                size=stored.size,
+                sha256=stored.sha256,
+            )
+        )
+    engine.dispose()
+    return BIG_NAME
+
+
+def downloads(
+    api: str, bare: str, job_id: uuid.UUID, names: list[str], args: argparse.Namespace, token: str
+) -> dict[str, tuple[list[Rate], list[Rate]]]:
+    """Each artifact through our route and the bare FileResponse; HEAD of the first."""
+    headers = {"Authorization": f"Bearer {token}"}
+    results = {}
+    for name in names:
+        path = f"/v1/jobs/{job_id}/artifacts/{name}"
+        body = httpx.get(api + path, headers=headers).content
+        assert body == httpx.get(bare + path).content, "the two servers must send one file"
+        concurrency = 8 if name != BIG_NAME else 2
+        label = f"GET {name}, {len(body)} bytes"
+        results[label] = throughput(api + path, bare + path, args, headers, concurrency)
+    path = f"/v1/jobs/{job_id}/artifacts/{names[0]}"
+    answer = httpx.head(api + path, headers=headers).status_code
+    if answer == 200:
+        results[f"HEAD {names[0]}"] = throughput(api + path, bare + path, args, headers, 8, "HEAD")
+    else:
+        print(f"HEAD {path}: archsearch answers {answer}, not measured")
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
     name = f"archsearch_bench_{uuid.uuid4().hex[:8]}"
     pg_url = procs.create_database(name)
+    tmp = Path(tempfile.mkdtemp(prefix="archsearch-bench-"))
     started: list[procs.Proc] = []
-    bare_proc = None
     try:
         upgrade(pg_url)
         token = procs.user_with_token(pg_url)  # team mode, as deployed: every request has a token
-        tmp = Path(tempfile.mkdtemp(prefix="archsearch-bench-"))
-        env = {
-            "ARCHSEARCH_DATABASE_URL": pg_url,
-            "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
-            "ARCHSEARCH_QUEUE_NAME": f"bench-{name}",
-            "ARCHSEARCH_HOME": str(tmp),
-            "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets"),
-        }
-        api_port, bare_port = procs.free_port(), procs.free_port()
-        api = procs.start("api", ["api", "--port", str(api_port)], env, tmp)
-        started.append(api)
-        worker = procs.start("worker", ["worker", "-n", f"bench-{name}@%h"], env, tmp)
-        started.append(worker)
-        bare_proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("_bare_app.py")), str(bare_port)]
-        )
-        procs.wait_http(f"http://127.0.0.1:{api_port}/healthz", api)
-        procs.wait_log(worker, "ready.", timeout=90)
-        _wait_bare(bare_port)
-
-        with ArchsearchClient(f"http://127.0.0.1:{api_port}", token=token) as client:
+        api, bare = start_servers(pg_url, name, tmp, started)
+        with ArchsearchClient(api, token=token) as client:
             client.wait(client.submit(QUICK_JOB).id, timeout=120)  # warm the pool process
             latencies = submit_to_running(client, args.jobs)
             job_id = client.list_jobs(limit=1).data[0].id
-        ours, bare = throughput(
-            f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}",
-            f"http://127.0.0.1:{bare_port}/v1/jobs/{job_id}",
-            args.seconds,
-            args.rounds,
-            headers={"Authorization": f"Bearer {token}"},
-        )
-        report(latencies, ours, bare)
+            small = max(client.artifacts(job_id), key=lambda a: a.size).name
+        path = f"/v1/jobs/{job_id}"
+        headers = {"Authorization": f"Bearer {token}"}
+        ours, theirs = throughput(api + path, bare + path, args, headers)
+        report(latencies, ours, theirs)
+        big = record_big_artifact(pg_url, tmp / "artifacts", job_id)
+        report_downloads(downloads(api, bare, job_id, [small, big], args, token))
     finally:
-        for proc in started:
+        for proc in reversed(started):
             proc.stop()
-        if bare_proc:
-            bare_proc.terminate()
         procs.drop_database(name)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _wait_bare(port: int) -> None:
-    for _ in range(100):
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/v1/jobs/x", timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise TimeoutError("bare app did not start")
+def start_servers(pg_url: str, name: str, tmp: Path, started: list[procs.Proc]) -> tuple[str, str]:
+    """`archsearch api`, one idle worker and the bare app; their base URLs (API, bare)."""
+    env = {
+        "ARCHSEARCH_DATABASE_URL": pg_url,
+        "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
+        "ARCHSEARCH_QUEUE_NAME": f"bench-{name}",
+        "ARCHSEARCH_HOME": str(tmp),
+        "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets"),
+    }
+    api_port, bare_port = procs.free_port(), procs.free_port()
+    api = procs.start("api", ["api", "--port", str(api_port)], env, tmp)
+    started.append(api)
+    worker = procs.start("worker", ["worker", "-n", f"bench-{name}@%h"], env, tmp)
+    started.append(worker)
+    bare_app = [sys.executable, str(Path(__file__).with_name("_bare_app.py"))]
+    bare = procs.start_program("bare", [*bare_app, str(bare_port), str(tmp / "artifacts")], {}, tmp)
+    started.append(bare)
+    procs.wait_http(f"http://127.0.0.1:{api_port}/healthz", api)
+    procs.wait_log(worker, "ready.", timeout=90)
+    procs.wait_http(f"http://127.0.0.1:{bare_port}/v1/jobs/x", bare)
+    return f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{bare_port}"
 
 
-def report(latencies: list[float], ours: list[float], bare: list[float]) -> None:
+def report(latencies: list[float], ours: list[Rate], bare: list[Rate]) -> None:
     median, p95 = statistics.median(latencies), percentile(latencies, 0.95)
-    ratio = statistics.median(o / b for o, b in zip(ours, bare, strict=True))
+    ratio = statistics.median(o.requests / b.requests for o, b in zip(ours, bare, strict=True))
     print(
         f"submit -> running over {len(latencies)} jobs (idle worker): "
         f"median {median:.1f} ms, p95 {p95:.1f} ms, max {max(latencies):.1f} ms  "
         f"[target median < 100 ms: {'met' if median < 100 else 'MISSED'}]"
     )
     print("GET /v1/jobs/{id} throughput, requests/s per round (8 concurrent clients):")
-    print("  archsearch: " + ", ".join(f"{r:.0f}" for r in ours))
-    print("  bare route: " + ", ".join(f"{r:.0f}" for r in bare))
+    print("  archsearch: " + ", ".join(f"{r.requests:.0f}" for r in ours))
+    print("  bare route: " + ", ".join(f"{r.requests:.0f}" for r in bare))
     print(
         f"  ratio archsearch / bare (median of rounds): {ratio:.2f}  "
         f"[target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'}]"
     )
+
+
+def report_downloads(results: dict[str, tuple[list[Rate], list[Rate]]]) -> None:
+    print("artifact downloads vs a bare FileResponse of the same file, per round:")
+    for label, (ours, bare) in results.items():
+        ratio = statistics.median(o.requests / b.requests for o, b in zip(ours, bare, strict=True))
+        unit = "MiB/s" if BIG_NAME in label else "requests/s"
+        pick = (lambda r: r.mib) if BIG_NAME in label else (lambda r: r.requests)
+        print(f"  {label} ({unit}):")
+        print("    archsearch:   " + ", ".join(f"{pick(r):.0f}" for r in ours))
+        print("    FileResponse: " + ", ".join(f"{pick(r):.0f}" for r in bare))
+        print(
+            f"    ratio (median of rounds): {ratio:.2f}  "
+            f"[target >= 0.9: {'met' if ratio >= 0.9 else 'MISSED'}]"
+        )
 
 
 if __name__ == "__main__":

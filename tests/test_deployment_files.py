@@ -23,7 +23,13 @@ ENV_EXAMPLE = (REPO_ROOT / ".env.example").read_text()
 
 # Compose interpolation, the forms this file uses: `$$` (a literal $), `${VAR}`, `${VAR:?msg}`.
 INTERPOLATION = re.compile(r"\$\$|\$\{(?P<name>\w+)(?P<required>:\?[^}]*)?\}")
-SECRETS = {"POSTGRES_PASSWORD", "REDIS_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"}
+SECRETS = {
+    "POSTGRES_PASSWORD",
+    "REDIS_PASSWORD",
+    "MINIO_ROOT_USER",
+    "MINIO_ROOT_PASSWORD",
+    "SESSION_SECRET",
+}
 
 
 class MissingVariable(Exception):

@@ -14,6 +14,12 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from archsearch.api.deps import ServicesDep
+from archsearch.api.web.session import (
+    WebSession,
+    check_csrf,
+    principal_for_session,
+    session_of,
+)
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.accounts.tokens import token_digest
 
@@ -41,11 +47,28 @@ async def current_principal(request: Request, services: ServicesDep) -> Principa
     if not services.settings.tokens_required:
         return LOCAL_USER
     header = request.headers.get("authorization") or ""
+    if not header and (web := session_of(request)) is not None:
+        # The dashboard's session cookie (api/web/session.py): CSRF-checked, then the same
+        # token row as a bearer token, behind the same cache.
+        check_csrf(request, request.method, web)
+        return await _cached(request, services, f"session {web.token_digest}", web)
+    return await _cached(request, services, header, None)
+
+
+async def _cached(
+    request: Request, services: ServicesDep, header: str, web: WebSession | None
+) -> Principal:
     cache: TokenCache = request.app.state.token_cache
     if (principal := cache.get(header)) is not None:
         return principal
     async with services.async_reader.connect() as connection:
-        principal = await connection.run_sync(lambda conn: authenticate(Session(bind=conn), header))
+        principal = await connection.run_sync(
+            lambda conn: (
+                authenticate(Session(bind=conn), header)
+                if web is None
+                else principal_for_session(Session(bind=conn), web)
+            )
+        )
     cache.put(header, principal)
     return principal
 

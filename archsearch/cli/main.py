@@ -30,6 +30,7 @@ from archsearch.cli.common import (
 )
 from archsearch.cli.datasets import datasets
 from archsearch.cli.server_commands import WithServerCommands
+from archsearch.cli.studies import study
 from archsearch.client import ArchsearchClient
 from archsearch.schemas.jobs import JobPublic
 from archsearch.schemas.logs import JobLogLinePublic
@@ -44,6 +45,7 @@ def main() -> None:
 
 
 main.add_command(datasets)
+main.add_command(study)
 
 
 @main.command()

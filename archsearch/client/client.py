@@ -26,6 +26,8 @@ from archsearch.client.errors import (
     ServerStoppedAnswering,
     ServerUnreachable,
 )
+from archsearch.client.streams import Follower, NoStreams, parse_events
+from archsearch.client.studies import StudiesMixin
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
 from archsearch.schemas.datasets import DatasetPublic, DatasetsPublic, UploadedDatasetPublic
 from archsearch.schemas.jobs import (
@@ -45,6 +47,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 HEX_DIGITS = frozenset("0123456789abcdef")
 RETRY_STATUSES = frozenset({502, 503, 504})  # a proxy or a server starting up or going down
+STREAM_SILENCE_SECONDS = 40.0  # the server pings a stream every 15 s
 JobRef = str | uuid.UUID
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -59,7 +62,7 @@ def read_retry(attempts: int) -> Retry:
     )
 
 
-class ArchsearchClient:
+class ArchsearchClient(StudiesMixin):
     """A session with one archsearch server; use it as a context manager."""
 
     def __init__(
@@ -224,30 +227,79 @@ class ArchsearchClient:
         timeout: float | None = None,
         on_update: Callable[[JobPublic], None] | None = None,
         outage_timeout: float = 120.0,
+        follow: bool = True,
     ) -> JobPublic:
-        """Poll until the job is terminal and return it.
+        """Wait until the job is terminal and return it.
 
-        A server that goes away (a restart, a deploy) is waited for with backoff, up to
-        `outage_timeout` seconds at a stretch; `timeout` bounds the whole wait.
+        Follows the job's live stream (`on_update` gets the job at each change of state or
+        progress); a server without streams, or `follow=False`, is polled every `poll`
+        seconds. A server that goes away (a restart, a deploy) is waited for with backoff,
+        up to `outage_timeout` seconds at a stretch, and the stream resumed from the last
+        event received; `timeout` bounds the whole wait.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         outage = _Outage(outage_timeout, first_delay=poll)
+        follower = Follower(on_update)
         while True:
             try:
-                job = self.get_job(job_id)
+                if follow:
+                    finished = self._follow_stream(job_id, follower, outage, deadline)
+                else:
+                    finished = self._poll_once(job_id, on_update, outage)
+            except NoStreams:
+                follow = False
+                continue
             except (ServerUnreachable, ServerStoppedAnswering, ApiError) as exc:
                 if isinstance(exc, ApiError) and exc.status not in RETRY_STATUSES:
                     raise
                 _check_deadline(deadline, f"job {job_id}: the server was unreachable")
                 time.sleep(outage.next_delay(exc))
                 continue
-            outage.reset()
-            if on_update:
-                on_update(job)
-            if job.status in TERMINAL:
-                return job
-            _check_deadline(deadline, f"job {job_id} still {job.status} after {timeout}s")
-            time.sleep(poll)
+            if finished is not None:
+                return finished
+            _check_deadline(deadline, f"job {job_id} not finished after {timeout}s")
+            time.sleep(poll)  # polled, or the server closed the stream: read again
+
+    def _poll_once(
+        self, job_id: JobRef, on_update: Callable[[JobPublic], None] | None, outage: _Outage
+    ) -> JobPublic | None:
+        job = self.get_job(job_id)
+        outage.reset()
+        if on_update:
+            on_update(job)
+        return job if job.status in TERMINAL else None
+
+    def _follow_stream(
+        self, job_id: JobRef, follower: Follower, outage: _Outage, deadline: float | None
+    ) -> JobPublic | None:
+        """Read the job's stream from where `follower` stopped; the finished job at `end`,
+        None when the server closed the stream before (it dropped a lagging reader)."""
+        headers = {"Last-Event-ID": follower.position} if follower.position else {}
+        # Pings come every 15 s: a longer silence is a dead connection.
+        timeout = httpx.Timeout(self.http.timeout.connect, read=STREAM_SILENCE_SECONDS)
+        path = f"/v1/jobs/{job_id}/stream"
+        try:
+            with self.http.stream("GET", path, headers=headers, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    self._refuse_stream(job_id, response)
+                outage.reset()
+                for event in parse_events(response.iter_lines()):
+                    if event is not None and (finished := follower.take(event)) is not None:
+                        return finished
+                    _check_deadline(deadline, f"job {job_id} not finished in time")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ServerUnreachable(self.url) from exc
+        except httpx.TransportError as exc:
+            raise ServerStoppedAnswering(self.url, exc) from exc
+        return None
+
+    def _refuse_stream(self, job_id: JobRef, response: httpx.Response) -> None:
+        response.read()
+        error = ApiError.from_response(response)
+        if response.status_code in (404, 405):
+            self.get_job(job_id)  # raises if the job is missing (or another team's)
+            raise NoStreams()  # the job exists: a server from before streams
+        raise error
 
     # ---- the queue and the workers -----------------------------------------------------
 

@@ -46,10 +46,21 @@ def chance_accuracy(y: torch.Tensor) -> float:
 
 
 def prediction_check(
-    model: nn.Module, data: Dataset, device: torch.device, test_accuracy: float, test_loss: float
+    model: nn.Module,
+    data: Dataset,
+    device: torch.device,
+    test_accuracy: float,
+    test_loss: float,
+    counts: torch.Tensor | None = None,
 ) -> tuple[dict[str, float], list[RunWarning]]:
-    """Metrics `predicted_classes` and `majority_prediction_share`, and the warnings."""
-    counts = predicted_class_counts(model, data.x_test, device)
+    """Metrics `predicted_classes` and `majority_prediction_share`, and the warnings.
+
+    `counts`: the predicted-class counts on the test split when the caller's final
+    evaluation already computed them (`training.evaluate_predictions`, `FitResult`); the
+    test split is then not run through the model a second time (issue 16).
+    """
+    if counts is None:
+        counts = predicted_class_counts(model, data.x_test, device)
     predicted_classes = int((counts > 0).sum().item())
     majority_share = counts.max().item() / max(1, int(counts.sum().item()))
     metrics = {

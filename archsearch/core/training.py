@@ -17,12 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archsearch.core.budget import counted
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.spec.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metrics
 
 
 def seed_everything(seed: int) -> None:
@@ -30,6 +32,11 @@ def seed_everything(seed: int) -> None:
 
 
 def make_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
+    """The weights' optimiser; its steps are charged to the job's budget (`core.budget`)."""
+    return counted(_new_optimizer(params, spec))
+
+
+def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
     params = [p for p in params if p.requires_grad]
     if spec.name == "sgd":
         return torch.optim.SGD(
@@ -77,21 +84,32 @@ def cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
     return F.cross_entropy(model(x), y)
 
 
-@torch.no_grad()
 def evaluate(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, batch_size: int = 2048
 ) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` on (x, y), in eval mode."""
+    loss, accuracy, _ = evaluate_predictions(model, x, y, device, batch_size)
+    return loss, accuracy
+
+
+@torch.no_grad()
+def evaluate_predictions(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, batch_size: int = 2048
+) -> tuple[float, float, torch.Tensor]:
+    """`evaluate`, plus how many inputs the model assigns to each class (argmax counts), so
+    the collapse check after training (`core.quality`) needs no second test pass (issue 16)."""
     was_training = model.training
     model.eval()
-    loss_sum, correct = 0.0, 0
+    loss_sum, correct, predicted = 0.0, 0, []
     for start in range(0, len(x), batch_size):
         xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
         logits = model(xb)
         loss_sum += F.cross_entropy(logits, yb, reduction="sum").item()
-        correct += (logits.argmax(1) == yb).sum().item()
+        predicted.append(logits.argmax(1))
+        correct += (predicted[-1] == yb).sum().item()
     model.train(was_training)
-    return loss_sum / max(1, len(x)), correct / max(1, len(x))
+    counts = torch.bincount(torch.cat(predicted).cpu()) if predicted else torch.zeros(1).long()
+    return loss_sum / max(1, len(x)), correct / max(1, len(x)), counts
 
 
 def ensure_finite(loss: torch.Tensor, step: int) -> None:
@@ -120,6 +138,9 @@ class FitResult:
     history: list[dict[str, float]] = field(default_factory=list)
     test_loss: float = float("nan")
     test_accuracy: float = float("nan")
+    # Predicted-class counts of the last evaluation, when it saw the returned model (no
+    # after_epoch hook ran after it); `core.quality.prediction_check` reuses them.
+    predicted_counts: torch.Tensor | None = None
 
 
 def _restore(
@@ -170,10 +191,10 @@ def fit(
     start_epoch, history = _restore(
         ctx.load_checkpoint(), phase, model, optimizer, scheduler, hooks
     )
-    total = epochs * per_epoch
+    total, counts = epochs * per_epoch, None
     for epoch in range(start_epoch, epochs):
         train_loss = _train_epoch(model, data, spec, ctx, optimizer, scheduler, hooks, epoch, total)
-        test_loss, test_acc = evaluate(model, data.x_test, data.y_test, device)
+        test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, device)
         row = {
             "epoch": float(epoch + 1),
             "train_loss": train_loss,
@@ -198,7 +219,10 @@ def fit(
         )
     last = history[-1] if history else {}
     return FitResult(
-        history, last.get("test_loss", float("nan")), last.get("test_accuracy", float("nan"))
+        history,
+        last.get("test_loss", float("nan")),
+        last.get("test_accuracy", float("nan")),
+        None if hooks.after_epoch else counts,
     )
 
 
@@ -216,19 +240,49 @@ def _train_epoch(
     model.train()
     per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
     loss_sum, count = 0.0, 0
+    means = StepMeans()
     for i, index in enumerate(epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch)):
         check_stop(ctx)
         step = epoch * per_epoch + i
         xb, yb = data.x_train[index].to(ctx.device), data.y_train[index].to(ctx.device)
         loss = hooks.loss(model, xb, yb)
-        ensure_finite(loss, step)
+        value = loss.item()  # one read of the loss serves the divergence check and the mean
+        if not math.isfinite(value):
+            raise DivergedError(step, value)
         optimizer.zero_grad(set_to_none=True)
         torch.autograd.backward(loss)
         if spec.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
         optimizer.step()
         scheduler.step()
-        extra = (hooks.after_step(step) if hooks.after_step else None) or {}
-        loss_sum, count = loss_sum + loss.item() * len(index), count + len(index)
-        ctx.report(step + 1, total, **extra)
+        means.add((hooks.after_step(step) if hooks.after_step else None) or {})
+        loss_sum, count = loss_sum + value * len(index), count + len(index)
+        ctx.report(step + 1, total, **means.due(last=i + 1 == per_epoch))
     return loss_sum / max(1, count)
+
+
+class StepMeans:
+    """Per-step metrics of a hook (prune's density and gamma), averaged over `every` steps.
+
+    The loop reports progress every step, but a value per step is a database row per step
+    and per metric; the mean of a window (and of the epoch's last, shorter one) carries the
+    same curve in `every` times fewer rows.
+    """
+
+    def __init__(self, every: int = REPORT_EVERY) -> None:
+        self.every = every
+        self.sums: dict[str, float] = {}
+        self.count = 0
+
+    def add(self, values: dict[str, float]) -> None:
+        self.count += 1
+        for name, value in values.items():
+            self.sums[name] = self.sums.get(name, 0.0) + float(value)
+
+    def due(self, last: bool) -> dict[str, float]:
+        """The window's means when it is full (or `last`, the end of the run), else {}."""
+        if not self.sums or (self.count < self.every and not last):
+            return {}
+        means = {name: total / self.count for name, total in self.sums.items()}
+        self.sums, self.count = {}, 0
+        return means

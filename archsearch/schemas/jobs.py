@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, StringConstraints
 
 from archsearch.schemas.common import Public, UtcDatetime
 
 Priority = Literal["low", "normal", "high", "urgent"]
+
+# A tag: a letter or digit, then up to 63 of letters, digits and `_ . : / + -` (no spaces or
+# commas, so a tag list reads back unambiguously in a URL or a CSV cell).
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,63}$"
+Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN, max_length=64)]
+MAX_TAGS = 20
 
 
 class WarningPublic(BaseModel):
@@ -24,6 +30,7 @@ class JobPublic(Public):
     method: str
     status: str
     label: str | None
+    tags: list[str] = []
     spec: dict[str, Any]
     progress: float
     step: int
@@ -77,3 +84,9 @@ class MetricsPublic(BaseModel):
 
 class PriorityUpdate(BaseModel):
     priority: Priority
+
+
+class TagsUpdate(BaseModel):
+    """A job's tags, replaced as a whole (an empty list removes them all)."""
+
+    tags: list[Tag] = Field(max_length=MAX_TAGS)

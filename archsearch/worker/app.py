@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
+import torch
 from celery import Celery, signals
 
 from archsearch.jobs.platform.broker import CeleryEnqueuer
@@ -18,12 +20,16 @@ from archsearch.jobs.platform.celery_config import celery_config
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.runtime.device import apply_torch_threads, preload, warm_up
+from archsearch.jobs.runtime.executor import worker_name
 from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
+from archsearch.jobs.runtime.studies import advance_open_studies
 from archsearch.worker.presence import end_presence, start_presence
 from archsearch.worker.process import WorkerProcess
 from archsearch.worker.tasks import register_tasks
 
 log = logging.getLogger(__name__)
+WARM_UP_TIMEOUT = 120.0  # seconds a new pool process may take before it reports up
 
 
 def create_app(settings: Settings) -> Celery:
@@ -32,6 +38,8 @@ def create_app(settings: Settings) -> Celery:
     process = WorkerProcess(settings)
     app = Celery("archsearch")
     app.conf.update(celery_config(settings))
+    # The pool process warms up before it reports: allow more than Celery's 4 s for that.
+    app.conf.worker_proc_alive_timeout = WARM_UP_TIMEOUT
     register_tasks(app, process)
     _connect_signals(process)
     return app
@@ -46,10 +54,22 @@ def _connect_signals(process: WorkerProcess) -> None:
             ensure_schema_current(services.engine)
         finally:
             services.engine.dispose()
+        # Before the fork, once: every pool process inherits the loaded modules (issue 16).
+        preload()
 
     def register_process(**_: object) -> None:
-        # In each pool process, after the fork: its own engine, and CUDA initialised there.
+        # In each pool process, after the fork: its threads, a warm torch, its own engine,
+        # and CUDA initialised there. Presence comes last: a listed worker is a warm one.
+        started = time.perf_counter()
+        threads = apply_torch_threads(settings)
+        warm_up(torch.device(process.offer.device))
         start_presence(process)
+        log.info(
+            "worker %s ready: %d torch threads, warmed up in %.2fs",
+            worker_name(),
+            threads,
+            time.perf_counter() - started,
+        )
 
     def unregister_process(**_: object) -> None:
         end_presence(process)
@@ -75,5 +95,6 @@ def _reap_forever(settings: Settings) -> None:
         try:
             reap_expired(services, enqueuer)
             wake_for_waiting_jobs(services, enqueuer, older_than_seconds=2 * interval)
+            advance_open_studies(services)  # the durable study driver's tick
         except Exception:  # keep reaping through transient database trouble
             log.exception("reaper pass failed")

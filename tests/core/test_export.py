@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
+
 import torch
+from PIL import Image
 from torch import nn
 
 from archsearch.core.export import (
     count_macs,
     count_parameters,
+    figure_png,
+    new_figure,
     tensors_from_bytes,
     tensors_to_bytes,
 )
@@ -46,3 +51,27 @@ def test_safetensors_round_trip_copies_shared_storage() -> None:
     loaded = tensors_from_bytes(tensors_to_bytes(tensors))
     torch.testing.assert_close(loaded["a"], base)
     torch.testing.assert_close(loaded["view"], base[:, 1])
+
+
+def test_fixed_margins_keep_every_label_inside_the_figure() -> None:
+    """Issue 16: without `bbox_inches="tight"` the PNG is exactly the planned size, and
+    wide tick labels, axis labels, titles and a suptitle still fit inside it."""
+    fig, axes = new_figure(ncols=2)
+    for ax in axes[0]:
+        ax.plot([1, 2, 3], [123456.0, 234567.0, 345678.0], label="a long legend entry")
+        ax.set(xlabel="epoch", ylabel="real edges at epoch end", title="a panel title")
+        ax.legend()
+    fig.suptitle("search (dnw)")
+    image = Image.open(io.BytesIO(figure_png(fig))).convert("L")
+    assert image.size == (1100, 396), "5 x 3.6 in per panel at 110 dpi: no cropping"
+    pixels = torch.tensor(list(image.tobytes()), dtype=torch.uint8).view(396, 1100)
+    frame = torch.cat([pixels[:3].flatten(), pixels[-3:].flatten()])
+    frame = torch.cat([frame, pixels[:, :3].flatten(), pixels[:, -3:].flatten()])
+    assert bool((frame == 255).all()), "no label reaches the edge of the image (none is cut)"
+    assert int((pixels[:40] < 128).sum()) > 20, "the suptitle is drawn near the top"
+
+
+def test_a_figure_with_an_unplanned_colorbar_is_cropped_to_its_content() -> None:
+    fig, axes = new_figure(ncols=1)
+    fig.colorbar(axes[0][0].imshow(torch.rand(4, 4).numpy()), ax=axes[0][0])
+    assert Image.open(io.BytesIO(figure_png(fig))).size != (550, 396), "tight bounding box"

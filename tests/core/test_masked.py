@@ -163,3 +163,45 @@ def test_model_family(config, masked: bool) -> None:
         if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)
     ]
     assert not missing, f"no gradient for {missing}"
+
+
+def test_frozen_mask_is_cached_and_follows_every_write_to_the_logits() -> None:
+    """Issue 16: a frozen layer computes 1[w > 0] once, yet set_masks, load_state_dict and
+    unfreezing each show up in the very next forward."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5))
+    (name,) = mask_model(model, logit_init=0.1, init="normal")
+    layer = dict(masked_layers(model))[name]
+    x = torch.randn(3, 6)
+    layer.mask_frozen.fill_(True)
+    first = layer.mask()
+    assert layer.mask() is first, "the frozen mask is computed once"
+    assert torch.equal(model(x), x @ (layer.weight * (layer.mask_logits > 0)).T + layer.bias)
+
+    keep = torch.zeros(5, 6, dtype=torch.bool)
+    keep[0, :2] = True
+    set_masks(model, {name: keep})
+    assert torch.equal(layer.mask(), keep.float()), "set_masks invalidates the cache"
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state[f"{name}.mask_logits"] = torch.ones(5, 6)
+    model.load_state_dict(state)
+    assert torch.equal(layer.mask(), torch.ones(5, 6)), "load_state_dict invalidates it"
+    assert torch.equal(model(x), x @ layer.weight.T + layer.bias)
+
+    layer.mask_frozen.fill_(False)
+    assert layer.mask().requires_grad, "unfrozen: the two-temperature mask again"
+    model.double()
+    layer.mask_frozen.fill_(True)
+    assert layer.mask().dtype == torch.float64, "a dtype change recomputes the mask"
+
+
+def test_frozen_mask_computed_in_inference_mode_trains_afterwards() -> None:
+    model = nn.Sequential(nn.Linear(4, 3))
+    mask_model(model)
+    ((_, layer),) = masked_layers(model)
+    layer.mask_frozen.fill_(True)
+    with torch.inference_mode():
+        model(torch.randn(2, 4))
+    model(torch.randn(2, 4)).sum().backward()  # no inference tensor saved for backward
+    assert layer.weight.grad is not None and layer.mask_logits.grad is None

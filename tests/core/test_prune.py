@@ -242,7 +242,7 @@ def test_compact_conv_model_matches_masked_model(config) -> None:
     assert widths[0] <= 6 - 2, "dead channels are gone"
 
 
-def test_mobilenet_prunes_without_compaction(digits) -> None:
+def test_mobilenet_prunes_and_compacts_with_its_depthwise_channels(digits) -> None:
     spec = prune_spec(
         model=MobileNetV1Config(stem=4, blocks=((8, 1), (8, 2))).model_dump(),
         density=0.3,
@@ -252,9 +252,16 @@ def test_mobilenet_prunes_without_compaction(digits) -> None:
     ctx = InMemoryContext()
     result = run(spec, digits, ctx)
     assert abs(result.metrics["density"] - 0.3) <= 0.005
-    assert "model-compact.safetensors" not in ctx.artifacts and "spectrum.json" not in ctx.artifacts
+    assert "spectrum.json" not in ctx.artifacts
     model = load_model(ctx.artifacts["architecture.json"], ctx.artifacts["model.safetensors"])
     assert "features.0.0.mask_logits" not in model.state_dict()
+    compact = load_model(
+        ctx.artifacts["architecture-compact.json"], ctx.artifacts["model-compact.safetensors"]
+    )
+    with torch.no_grad():  # issue 14: a channel goes with its depthwise filter, same outputs
+        torch.testing.assert_close(
+            compact(digits.x_test[:32]), model(digits.x_test[:32]), rtol=1e-4, atol=1e-5
+        )
 
 
 # Every documented default prune configuration, on small subsets of the three datasets: a

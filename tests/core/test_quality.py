@@ -5,9 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
-from archsearch.core.quality import prediction_check
-from archsearch.core.spec.common import DatasetRef
+from archsearch.core.quality import predicted_class_counts, prediction_check
+from archsearch.core.spec.common import DatasetRef, TrainingSpec
+from archsearch.core.training import evaluate, evaluate_predictions, fit
 
 
 class Constant(nn.Module):
@@ -74,3 +76,27 @@ def test_a_nearly_collapsed_model_is_flagged() -> None:
     metrics, warnings = prediction_check(model, data, torch.device("cpu"), accuracy, 2.0)
     assert accuracy > 0.12 and metrics["majority_prediction_share"] >= 0.9
     assert [w.code for w in warnings] == ["dominant_class"]
+
+
+def test_the_final_evaluation_counts_replace_a_second_test_pass() -> None:
+    """Issue 16: the counts `evaluate_predictions` returns are those the check would compute,
+    a train job hands them over, and a check given them does not run the model again."""
+    data = load_dataset(DatasetRef(name="digits"), ())
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(data.x_train[0].numel(), 10))
+    ctx = InMemoryContext()
+    outcome = fit(model, data, TrainingSpec(epochs=2, batch_size=64), ctx)
+    cpu = torch.device("cpu")
+    assert outcome.predicted_counts is not None
+    reference = predicted_class_counts(model, data.x_test, cpu, batch_size=100)
+    assert torch.equal(outcome.predicted_counts, reference)
+    loss, accuracy, counts = evaluate_predictions(model, data.x_test, data.y_test, cpu)
+    assert (loss, accuracy) == evaluate(model, data.x_test, data.y_test, cpu)
+    assert torch.equal(counts, reference) and int(counts.sum()) == len(data.x_test)
+
+    calls = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+    given = prediction_check(model, data, cpu, accuracy, loss, counts)
+    assert calls == [], "no second pass over the test split"
+    assert given == prediction_check(model, data, cpu, accuracy, loss)
+    assert calls, "without counts the check runs the model itself"

@@ -6,6 +6,7 @@ Every query is scoped to the caller's team (admins see all); another team's job 
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
@@ -28,6 +29,8 @@ from archsearch.schemas.jobs import (
     MetricsPublic,
     Priority,
     PriorityUpdate,
+    Tag,
+    TagsUpdate,
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -47,8 +50,9 @@ def create_job(
     principal: CurrentUser,
     response: Response,
     priority: Priority = "normal",
+    tag: Annotated[list[Tag], Query(description="tags of the job (repeat the parameter)")] = [],  # noqa: B006
 ) -> JobPublic:
-    job = service.submit_job(session, settings, enqueuer, spec, principal, priority)
+    job = service.submit_job(session, settings, enqueuer, spec, principal, priority, tag)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return JobPublic.model_validate(job)
 
@@ -66,6 +70,11 @@ async def list_jobs(
             description="1 to 32 hex digits: only jobs whose id (without dashes) starts so",
         ),
     ] = None,
+    tag: Annotated[list[str], Query(description="jobs carrying every one of these tags")] = [],  # noqa: B006
+    owner: Annotated[uuid.UUID | None, Query(description="id of the submitting user")] = None,
+    dataset: Annotated[
+        str | None, Query(max_length=200, description="a built-in dataset name or an upload id")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> JobsPublic:
@@ -77,6 +86,9 @@ async def list_jobs(
         cursor=cursor,
         team_id=principal.team_filter,
         id_prefix=id_prefix,
+        tags=tag,
+        owner_id=owner,
+        dataset=dataset,
     )
     return JobsPublic(data=[JobPublic.model_validate(j) for j in jobs], next_cursor=next_cursor)
 
@@ -107,6 +119,13 @@ def update_priority(
     return JobPublic.model_validate(
         service.set_priority(session, job_id, update.priority, principal)
     )
+
+
+@router.put("/{job_id}/tags", response_model=JobPublic, responses=BODY_ERROR_RESPONSES)
+def update_tags(
+    job_id: JobId, update: TagsUpdate, session: SessionDep, principal: CurrentUser
+) -> JobPublic:
+    return JobPublic.model_validate(service.set_tags(session, job_id, update.tags, principal))
 
 
 @router.get("/{job_id}/metrics", response_model=MetricsPublic)

@@ -36,11 +36,29 @@ class DatasetInfo:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     folder_names: tuple[str, ...] = field(default=())
+    # Raw values are divided by `scale` before normalising (issue 14: a downloaded model
+    # says how its inputs were made); output i of a model is `class_names[i]`.
+    scale: float = 1.0
+    class_names: tuple[str, ...] = field(default=())
 
     @property
     def needs_files(self) -> bool:
         return bool(self.folder_names)
 
+
+DIGIT_NAMES = tuple(str(d) for d in range(10))
+FASHION_NAMES = (  # Zalando's label order
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 
 BUILTIN_DATASETS: dict[str, DatasetInfo] = {
     info.name: info
@@ -54,6 +72,8 @@ BUILTIN_DATASETS: dict[str, DatasetInfo] = {
             test_size=360,
             mean=(0.3054,),  # of pixel/16 over the training split (seed 0)
             std=(0.3761,),
+            scale=16.0,
+            class_names=DIGIT_NAMES,
         ),
         DatasetInfo(
             name="mnist",
@@ -65,6 +85,8 @@ BUILTIN_DATASETS: dict[str, DatasetInfo] = {
             mean=(0.1307,),
             std=(0.3081,),
             folder_names=("mnist", "MNIST/raw", "MNIST"),
+            scale=255.0,
+            class_names=DIGIT_NAMES,
         ),
         DatasetInfo(
             name="fashion_mnist",
@@ -76,6 +98,8 @@ BUILTIN_DATASETS: dict[str, DatasetInfo] = {
             mean=(0.2860,),
             std=(0.3530,),
             folder_names=("fashion-mnist", "fashion_mnist", "FashionMNIST/raw", "FashionMNIST"),
+            scale=255.0,
+            class_names=FASHION_NAMES,
         ),
     )
 }

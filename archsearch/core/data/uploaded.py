@@ -18,6 +18,8 @@ from archsearch.core.data.catalog import DatasetInfo
 from archsearch.core.data.loaders import Dataset, _subset_indices
 from archsearch.core.spec.common import DatasetRef
 
+NORMALISE_ROWS = 4096  # samples normalised at a time
+
 
 def uploaded_info(
     dataset_id: str,
@@ -55,8 +57,13 @@ def normalise(x: np.ndarray, info: DatasetInfo) -> torch.Tensor:
     view = (1, -1, 1, 1) if x.ndim == 4 else (1, -1)
     mean = torch.tensor(info.mean, dtype=torch.float64).view(view)
     std = torch.tensor(info.std, dtype=torch.float64).view(view)
+    out = torch.empty(x.shape, dtype=torch.float32)
     # float64 for the subtraction: raw pixel values (0..255) minus a mean lose digits in float32.
-    return ((torch.from_numpy(np.asarray(x)).to(torch.float64) - mean) / std).to(torch.float32)
+    # In row blocks: a float64 copy of the whole array would be twice the result's size.
+    for start in range(0, len(x), NORMALISE_ROWS):
+        part = torch.from_numpy(np.asarray(x[start : start + NORMALISE_ROWS])).to(torch.float64)
+        out[start : start + NORMALISE_ROWS] = ((part - mean) / std).to(torch.float32)
+    return out
 
 
 def uploaded_dataset(

@@ -35,6 +35,7 @@ from archsearch.core.models import create_model
 from archsearch.core.nn.growable import carry_optimizer_state
 from archsearch.core.spec.grow import GrowJob
 from archsearch.core.training import (
+    StepMeans,
     check_stop,
     ensure_finite,
     epoch_batches,
@@ -150,6 +151,7 @@ def run_growth(
     total = spec.training.epochs * batches.per_epoch
     clock, seconds_base = time.perf_counter(), state.seconds
     loss_sum, count = 0.0, 0
+    means = StepMeans()
     model.train()
     while state.step < total:
         check_stop(ctx)
@@ -171,7 +173,8 @@ def run_growth(
         state.step += 1
         state.seconds = seconds_base + time.perf_counter() - clock
         loss_sum, count = loss_sum + loss.item(), count + 1
-        ctx.report(state.step, total, train_loss=loss.item())
+        means.add({"train_loss": loss.item()})  # a mean per REPORT_EVERY steps, not a row each
+        ctx.report(state.step, total, **means.due(last=state.step == total))
         if state.step % batches.per_epoch == 0 or state.step == total:
             state.history.append(evaluation_row(model, data, state, ctx.device, loss_sum / count))
             loss_sum, count = 0.0, 0

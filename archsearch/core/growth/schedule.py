@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from archsearch.core.budget import count_statistics
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.export import count_parameters
 from archsearch.core.growth import cnn_step
@@ -141,6 +142,7 @@ def growth_step(
         n = stat_batch_size(model, h, spec, len(data.x_train))
         index = torch.randperm(len(data.x_train), generator=generator)[:n]
         x, y = data.x_train[index].to(device), data.y_train[index].to(device)
+        count_statistics(n)  # no optimiser step: reported apart from the step budget
         record = grow(model, x, y, h, policy_of(spec), generator)
         records.append(
             {**asdict(record), "measured_decrease": record.measured_decrease, "stat_batch": n}

@@ -16,6 +16,7 @@ from torch import nn
 
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.deploy import registry_deployable, write_deployment
 from archsearch.core.errors import IncompatibleModelError
 from archsearch.core.export import (
     count_macs,
@@ -33,7 +34,7 @@ from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
 from archsearch.core.spec.grow import GROW_ACTIVATIONS, GrowJob
 from archsearch.core.spec.model_configs import MLPConfig
-from archsearch.core.training import evaluate, seed_everything
+from archsearch.core.training import evaluate_predictions, seed_everything
 
 
 def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
@@ -43,7 +44,7 @@ def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
     model, state = run_growth(model, data, spec, ctx)
     widths = hidden_widths(model)
     save_model(ctx, model, architecture_for(widths, spec, data))
-    test_loss, test_acc = evaluate(model, data.x_test, data.y_test, ctx.device)
+    test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, ctx.device)
     metrics: dict[str, float] = {
         "test_accuracy": test_acc,
         "test_loss": test_loss,
@@ -53,7 +54,9 @@ def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
         "seconds": state.seconds,
         **{f"width_{i}": float(w) for i, w in enumerate(widths)},
     }
-    quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss)
+    deployable = registry_deployable(model, architecture_for(widths, spec, data), test_acc)
+    metrics.update(write_deployment(ctx, data, deployable, "grow", spec))  # issue 14
+    quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
     baseline: list[dict[str, float]] = []
     if spec.growth.baseline:

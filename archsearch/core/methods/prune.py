@@ -16,6 +16,7 @@ import torch
 
 from archsearch.core.context import Result, RunContext, RunWarning
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.deploy import pruned_deployable, write_deployment
 from archsearch.core.export import curves_png, json_bytes
 from archsearch.core.models import Architecture
 from archsearch.core.nn.masked import freeze_masks, hard_masks, masks_frozen, set_masks
@@ -35,8 +36,16 @@ from archsearch.core.pruning.build import (
 from archsearch.core.pruning.plots import mask_logits_png
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
 from archsearch.core.quality import prediction_check
+from archsearch.core.spec.budget import IMP_PRUNE_FRACTION
 from archsearch.core.spec.prune import PruneJob
-from archsearch.core.training import TrainHooks, evaluate, fit, seed_everything, steps_per_epoch
+from archsearch.core.training import (
+    TrainHooks,
+    evaluate,
+    evaluate_predictions,
+    fit,
+    seed_everything,
+    steps_per_epoch,
+)
 
 
 def mask_schedule(spec: PruneJob, data: Dataset) -> MaskSchedule:
@@ -138,7 +147,7 @@ def baseline_masks(
     if "reshuffle" in spec.baselines:
         out["reshuffle"] = reshuffle_masks(learned, generator)
     # One-shot magnitude pruning is IMP with a single round (prune everything at once).
-    for name, prune_fraction in (("imp", 0.2), ("magnitude", 1.0)):
+    for name, prune_fraction in (("imp", IMP_PRUNE_FRACTION), ("magnitude", 1.0)):
         if name in spec.baselines:
             seed_everything(spec.training.seed)
             model = build_masked_model(spec, architecture, weights="learned").to(ctx.device)
@@ -161,7 +170,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     checkpoint = ctx.load_checkpoint()
     model, trainer, history = train_masks(spec, data, ctx, architecture, checkpoint)
     masks = {k: v.cpu() for k, v in hard_masks(model).items()}
-    test_loss, test_acc = evaluate(model, data.x_test, data.y_test, ctx.device)
+    test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, ctx.device)
     metrics = {
         "test_accuracy": test_acc,
         "test_loss": test_loss,
@@ -174,11 +183,13 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         # Accuracy lost by binarising the relaxed network at the end (absent when the masks
         # froze during training and the weights trained on the binary mask afterwards).
         metrics["binarisation_gap"] = trainer.relaxed_accuracy - test_acc
-    quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss)
+    quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
     ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")
     ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
+    deployable = pruned_deployable(model, architecture, test_acc)
+    metrics.update(write_deployment(ctx, data, deployable, "prune", spec))  # issue 14
     save_spectrum(ctx, model, architecture)
     frozen_epoch = _frozen_epoch(trainer, spec, data)
     ctx.save_artifact(
@@ -194,9 +205,9 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
             "masks": masks,
         }
         tuned, tuned_history = finetune(spec, data, ctx, architecture, pruned)
-        loss, acc = evaluate(tuned, data.x_test, data.y_test, ctx.device)
+        loss, acc, counts = evaluate_predictions(tuned, data.x_test, data.y_test, ctx.device)
         metrics.update(finetune_test_accuracy=acc, finetune_test_loss=loss)
-        warnings += _finetuned_check(tuned, data, ctx, acc, loss, metrics)
+        warnings += _finetuned_check(tuned, data, ctx, (acc, loss, counts), metrics)
         save_pruned(ctx, tuned, architecture, suffix="-finetuned")
         history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
     for name, baseline in baseline_masks(spec, data, ctx, architecture, masks).items():
@@ -212,12 +223,12 @@ def _finetuned_check(
     model: torch.nn.Module,
     data: Dataset,
     ctx: RunContext,
-    accuracy: float,
-    loss: float,
+    evaluation: tuple[float, float, torch.Tensor],
     metrics: dict[str, float],
 ) -> list[RunWarning]:
     """The collapse check on the bin -> real model too; its metrics get a `finetune_` prefix."""
-    quality, warnings = prediction_check(model, data, ctx.device, accuracy, loss)
+    accuracy, loss, counts = evaluation
+    quality, warnings = prediction_check(model, data, ctx.device, accuracy, loss, counts)
     metrics.update({f"finetune_{k}": v for k, v in quality.items()})
     return [RunWarning(w.code, f"fine-tuned model (bin -> real): {w.message}") for w in warnings]
 

@@ -15,6 +15,7 @@ from torch import nn
 
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.deploy import Deployable, write_deployment
 from archsearch.core.export import count_parameters, curves_png, json_bytes, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
@@ -22,7 +23,13 @@ from archsearch.core.search.compact import compact_architecture, compact_model, 
 from archsearch.core.search.report import adjacency_png, graph_json, mask_bytes, swaps_png
 from archsearch.core.search.strategies import DENSE_FIRST, EdgeController, searchable_edges
 from archsearch.core.spec import SearchJob
-from archsearch.core.training import evaluate, fit, seed_everything, steps_per_epoch
+from archsearch.core.training import (
+    evaluate,
+    evaluate_predictions,
+    fit,
+    seed_everything,
+    steps_per_epoch,
+)
 
 
 def run(spec: SearchJob, data: Dataset, ctx: RunContext) -> Result:
@@ -110,10 +117,14 @@ def finish(
     """Evaluate, compact and save everything a user downloads."""
     test_loss, test_acc = evaluate(model, data.x_test, data.y_test, ctx.device)
     compact, compact_arch = compact_model(model, architecture)
-    compact_loss, compact_acc = evaluate(compact, data.x_test, data.y_test, ctx.device)
+    compact_loss, compact_acc, counts = evaluate_predictions(
+        compact, data.x_test, data.y_test, ctx.device
+    )
     _, keeps = compact_architecture(model, architecture)
     save_model(ctx, model, architecture)
     save_model(ctx, compact, compact_arch, suffix="-compact")
+    deployable = Deployable(compact, compact_arch, model, architecture, compact_acc, "-compact")
+    deployed = write_deployment(ctx, data, deployable, "search", spec)  # issue 14
     ctx.save_artifact("mask.safetensors", mask_bytes(model), "application/octet-stream")
     ctx.save_artifact(
         "graph.json", json_bytes(graph_json(model, keeps, spec.search.strategy)), "application/json"
@@ -136,5 +147,7 @@ def finish(
         "removed_nodes": float(sum(int((~k).sum()) for k in keeps)),
     }
     # The compact model is the one a user deploys; it computes what the masked one does.
-    quality, warnings = prediction_check(compact, data, ctx.device, compact_acc, compact_loss)
-    return Result(metrics={**metrics, **quality}, history=history, warnings=warnings)
+    quality, warnings = prediction_check(
+        compact, data, ctx.device, compact_acc, compact_loss, counts
+    )
+    return Result(metrics={**metrics, **deployed, **quality}, history=history, warnings=warnings)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.deploy import registry_deployable, write_deployment
 from archsearch.core.export import count_macs, count_parameters, curves_png, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
@@ -28,7 +29,9 @@ def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
         "parameters": float(count_parameters(model)),
         "macs": float(count_macs(model, data.input_shape)),
     }
+    deployable = registry_deployable(model, architecture, outcome.test_accuracy)
+    metrics.update(write_deployment(ctx, data, deployable, "train", spec))  # issue 14
     quality, warnings = prediction_check(
-        model, data, ctx.device, outcome.test_accuracy, outcome.test_loss
+        model, data, ctx.device, outcome.test_accuracy, outcome.test_loss, outcome.predicted_counts
     )
     return Result(metrics={**metrics, **quality}, history=outcome.history, warnings=warnings)

@@ -28,6 +28,7 @@ from archsearch.core.nn.masked import mask_model, prunable_layer_names, set_mask
 from archsearch.core.pruning.baselines import random_masks, reshuffle_masks
 from archsearch.core.pruning.build import density_report, mask_bytes, save_pruned, weight_params
 from archsearch.core.quality import prediction_check
+from archsearch.core.spec.budget import TRANSFER_EVALUATIONS, transfer_schedule
 from archsearch.core.spec.common import TrainingSpec
 from archsearch.core.spec.prune import TransferJob
 from archsearch.core.training import fit, seed_everything, steps_per_epoch
@@ -35,7 +36,7 @@ from archsearch.core.training import fit, seed_everything, steps_per_epoch
 Masks = dict[str, torch.Tensor]
 
 # Test-split evaluations (history rows) of a step-budgeted run.
-EVALUATIONS = 10
+EVALUATIONS = TRANSFER_EVALUATIONS
 
 
 def source_masks(spec: TransferJob, ctx: RunContext) -> tuple[Architecture, Masks]:
@@ -113,14 +114,14 @@ def step_budget(
     if steps is None:
         return data, training
     n = len(data.x_train)
-    # An epoch of the repeated set is about steps / EVALUATIONS batches.
-    repeat = max(1, round(steps * training.batch_size / (EVALUATIONS * n)))
+    # An epoch of the repeated set is about steps / EVALUATIONS batches; the budget planner
+    # uses the same rule (`core.spec.budget.transfer_schedule`).
+    repeat, epochs = transfer_schedule(n, training.batch_size, steps)
     tiled = dataclasses.replace(
         data,
         x_train=data.x_train.repeat(repeat, *([1] * (data.x_train.dim() - 1))),
         y_train=data.y_train.repeat(repeat),
     )
-    epochs = max(1, round(steps / steps_per_epoch(n * repeat, training.batch_size)))
     return tiled, training.model_copy(update={"epochs": epochs})
 
 
@@ -146,7 +147,7 @@ def run(spec: TransferJob, data: Dataset, ctx: RunContext) -> Result:
     }
     metrics.update(save_pruned(ctx, model, architecture))
     quality, warnings = prediction_check(
-        model, data, ctx.device, outcome.test_accuracy, outcome.test_loss
+        model, data, ctx.device, outcome.test_accuracy, outcome.test_loss, outcome.predicted_counts
     )
     metrics.update(quality)
     ctx.save_artifact(

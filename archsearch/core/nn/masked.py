@@ -79,11 +79,31 @@ class MaskedMixin:
     def hard_mask(self) -> torch.Tensor:
         return (self.mask_logits.detach() > 0).to(self.weight.dtype)  # same shape as weight
 
+    def frozen_mask(self) -> torch.Tensor:
+        """`hard_mask()`, computed once while the logits stay unchanged (issue 16).
+
+        Keyed by the logits' version counter (bumped by every in-place write: `set_masks`,
+        `load_state_dict`, an optimiser step), their storage (`.to()`, a copy) and the
+        weight's dtype, so no write can leave a stale mask behind. Not cached under
+        inference mode: such a tensor could not be saved for a later backward.
+        """
+        logits = self.mask_logits
+        key = (logits._version, logits.data_ptr(), self.weight.dtype)
+        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = getattr(
+            self, "_frozen_cache", None
+        )
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        mask = self.hard_mask()
+        if not torch.is_inference_mode_enabled():
+            self._frozen_cache = (key, mask)
+        return mask
+
     def mask(self) -> torch.Tensor:
         # Frozen: the exact architecture 1[w > 0]; no gradient reaches the logits, so the
-        # optimiser skips them (their .grad stays None).
+        # optimiser skips them (their .grad stays None) and the mask is computed once.
         if bool(self.mask_frozen):
-            return self.hard_mask()
+            return self.frozen_mask()
         if self.binary_forward:
             return binary_mask_straight_through(self.mask_logits, self.t_soft)
         return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)

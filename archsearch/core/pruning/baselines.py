@@ -21,6 +21,7 @@ from torch import nn
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.nn.masked import masked_layers, set_masks
+from archsearch.core.spec.budget import imp_schedule
 from archsearch.core.spec.common import TrainingSpec
 from archsearch.core.training import fit
 
@@ -88,13 +89,9 @@ class IMPResult:
 
 
 def _imp_steps(densities: list[float], prune_fraction: float) -> list[float]:
-    """Densities visited: remove `prune_fraction` of what remains, landing on each target."""
-    steps, current = [], 1.0
-    for target in sorted(densities, reverse=True):
-        while current > target + 1e-12:
-            current = max(current * (1.0 - prune_fraction), target)
-            steps.append(current)
-    return steps
+    """Densities visited: remove `prune_fraction` of what remains, landing on each target.
+    (The budget planner counts the same rounds: one definition in `core.spec.budget`.)"""
+    return imp_schedule(densities, prune_fraction)
 
 
 def iterative_magnitude_pruning(

@@ -4,7 +4,7 @@
 pruning is an architecture. Neurons (`mlp`, and the heads of `cnn` / `vgg`) and channels
 (`cnn`, `vgg`) left without inputs or outputs are removed; see `compact_mlp` and
 `compact_conv` for the exact rules. `mobilenet_v1` (depthwise convs tie a channel's input
-to its output) is not compacted: `compact_model` returns None for it.
+to its output) loses a channel together with its depthwise filter (`compact_mobilenet`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import torch
 from archsearch.core.models.registry import Architecture, create_model
 from archsearch.core.pruning.compact_conv import cnn_chain, compact_conv_state, vgg_chain
 from archsearch.core.pruning.compact_mlp import compact_chain
+from archsearch.core.pruning.compact_mobilenet import compact_mobilenet
 from archsearch.core.spec.model_configs import CNNConfig, MLPConfig, ModelConfigBase
-from archsearch.core.spec.prune_model_configs import VGGConfig
+from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
 
 State = dict[str, torch.Tensor]
 
@@ -49,6 +50,8 @@ def _compact_state(
             stages.append(tuple(widths[start : start + len(stage)]))
             start += len(stage)
         return new, config.model_copy(update={"stages": tuple(stages), "hidden": tuple(hidden)})
+    if isinstance(config, MobileNetV1Config):
+        return compact_mobilenet(state, config)
     return None
 
 

@@ -37,7 +37,8 @@ class ConvChain:
 
 def cnn_chain(config: CNNConfig, input_shape: tuple[int, ...]) -> ConvChain:
     n = len(config.channels)
-    side = (input_shape[1] // 2**n) * (input_shape[2] // 2**n)
+    shrink = 2**n if config.pool else 1  # grown CNNs do not pool ('same' padding keeps sizes)
+    side = (input_shape[1] // shrink) * (input_shape[2] // shrink)
     return ConvChain(
         [f"features.{i}.0" for i in range(n)],
         [f"features.{i}.1" if config.batch_norm else None for i in range(n)],

@@ -24,7 +24,6 @@ from archsearch.core.nn.masked import (
     freeze_masks,
     mask_logits,
     masked_layers,
-    masks_frozen,
 )
 from archsearch.core.training import TrainHooks, cross_entropy
 
@@ -88,10 +87,13 @@ class MaskTrainer:
     histograms: list[list[float]] = field(default_factory=list)
     frozen_at_step: int = -1
     relaxed_accuracy: float = float("nan")  # test accuracy just before the final binarisation
+    frozen_density: float | None = None  # set once the masks froze: they change no more
 
     def __post_init__(self) -> None:
         s = self.schedule
         self.logits = mask_logits(self.model)
+        self.layers = [layer for _, layer in masked_layers(self.model)]
+        self.logit_count = sum(p.numel() for p in self.logits)
         self.optimizer = make_mask_optimizer(self.logits, s.mask_optimizer, s.mask_lr)
         # The penalty's fixed point is -1; with a cap, no logit rises above it.
         self.hist_range = (-1.1, 1.1 * s.logit_cap) if s.logit_cap is not None else (-1.5, 1.5)
@@ -102,7 +104,7 @@ class MaskTrainer:
 
     def penalty(self) -> torch.Tensor:
         """gamma * sum (1 + w)^2 over every logit (eq. 18); zero once the masks are frozen."""
-        if self.gamma is None or masks_frozen(self.model):
+        if self.gamma is None or self.frozen():
             return torch.zeros(())
         return self.gamma * torch.stack([((1.0 + p) ** 2).sum() for p in self.logits]).sum()
 
@@ -138,15 +140,21 @@ class MaskTrainer:
                 p.clamp_(max=self.schedule.logit_cap)
 
     def after_step(self, step: int) -> dict[str, float]:
+        if self.frozen_density is not None:
+            # Frozen masks never change: no logit step, no density pass (issue 16: that
+            # pass over every logit cost 14% of the loop after the freeze).
+            return {"density": self.frozen_density, "gamma": float(self.gamma or 0.0)}
         s = self.schedule
-        if not masks_frozen(self.model):
+        if not self.frozen():
             if self.gamma is None and self.schedule.penalised:
                 self.gamma = self._calibrate()
             self.optimizer.step()
             self._cap_logits()
         self.optimizer.zero_grad(set_to_none=True)
-        current = density(self.model)
-        if not masks_frozen(self.model) and s.target is not None:
+        current = self.density()
+        if self.frozen():
+            self.frozen_density = current
+        elif s.target is not None:
             if current <= s.target or step + 1 >= self.force_step:
                 finalize_to_density(self.model, s.target)
                 self.frozen_at_step, current = step, density(self.model)
@@ -158,6 +166,14 @@ class MaskTrainer:
                 ratio = (current / self.planned_density(step)) ** 2
                 self.gamma = float(self.gamma) * min(s.adapt_rate, max(1.0, ratio))
         return {"density": current, "gamma": float(self.gamma or 0.0)}
+
+    def frozen(self) -> bool:
+        # The layers listed once: walking the module tree every step showed in the profile.
+        return all(bool(layer.mask_frozen) for layer in self.layers)
+
+    def density(self) -> float:
+        """Fraction of logits above 0, as `nn.masked.density`, over the logits listed once."""
+        return sum(int((p > 0).sum()) for p in self.logits) / max(1, self.logit_count)
 
     def after_epoch(self, epoch: int) -> dict[str, float]:
         flat = torch.cat([p.detach().flatten().cpu() for p in self.logits])

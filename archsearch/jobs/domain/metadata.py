@@ -7,6 +7,7 @@ from archsearch.jobs.domain.accounts.tables import ApiToken, Team, User
 from archsearch.jobs.domain.base import Base
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.joblogs.tables import JobLogLine
+from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric, WorkerRecord
 
 metadata = Base.metadata
@@ -22,4 +23,5 @@ ALL_TABLES = (
     ApiToken,
     UploadedDataset,
     JobLogLine,
+    Study,
 )

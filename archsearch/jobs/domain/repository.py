@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, tuple_, update
+from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.errors import InvalidCursor, InvalidTransition, NotFound
 from archsearch.jobs.domain.states import transition
-from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, Metric
+from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, JobTag, Metric
 from archsearch.jobs.platform.store import StoredFile
 
 
@@ -41,12 +41,14 @@ def create_job(
     spec: dict[str, Any],
     label: str | None,
     placement: Placement = Placement(),
+    tags: Sequence[str] = (),
 ) -> Job:
     job = Job(
         id=uuid.uuid4(),
         method=method,
         spec=spec,
         label=label,
+        tags=[],
         status=JobStatus.queued,
         owner_id=placement.owner_id,
         team_id=placement.team_id,
@@ -64,7 +66,17 @@ def create_job(
     )
     session.add(job)
     session.flush()
+    set_tags(session, job, tags)
     return job
+
+
+def set_tags(session: Session, job: Job, tags: Sequence[str]) -> None:
+    """Replace the job's tags: the list read with the job, and the rows the filter walks."""
+    unique = list(dict.fromkeys(tags))
+    session.execute(delete(JobTag).where(JobTag.job_id == job.id))
+    session.add_all(JobTag(tag=tag, job_id=job.id) for tag in unique)
+    job.tags = unique
+    session.flush()
 
 
 def get_job(
@@ -117,10 +129,14 @@ def list_jobs(
     cursor: str | None = None,
     team_id: uuid.UUID | None = None,
     id_prefix: str | None = None,
+    tags: Sequence[str] = (),
+    owner_id: uuid.UUID | None = None,
+    dataset: str | None = None,
 ) -> tuple[list[Job], str | None]:
     """Newest first; returns the page and the cursor of the next page (None at the end).
 
-    `id_prefix` (1 to 32 hex digits) keeps the jobs whose id starts with it.
+    `id_prefix` (1 to 32 hex digits) keeps the jobs whose id starts with it; `tags` the
+    jobs carrying every one of them; `dataset` the jobs on that built-in name or upload id.
     """
     query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
     if team_id is not None:
@@ -131,6 +147,15 @@ def list_jobs(
         query = query.where(Job.status.in_(statuses))
     if methods:
         query = query.where(Job.method.in_(methods))
+    for tag in tags:
+        query = query.where(Job.id.in_(select(JobTag.job_id).where(JobTag.tag == tag)))
+    if owner_id is not None:
+        query = query.where(Job.owner_id == owner_id)
+    if dataset:
+        ref = Job.spec["dataset"]
+        query = query.where(
+            (ref["name"].as_string() == dataset) | (ref["id"].as_string() == dataset)
+        )
     if cursor:
         created, job_id = decode_cursor(cursor)
         query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created, job_id))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
@@ -15,6 +17,7 @@ from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.domain.validation import validate_submission
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import TAG_PATTERN
 
 PRIORITIES = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
 ADMIN_ONLY_PRIORITY = PRIORITIES["urgent"]
@@ -42,13 +45,19 @@ def submit_job(
     spec: JobBase,
     principal: Principal,
     priority: str = "normal",
+    tags: Sequence[str] = (),
 ) -> Job:
     """Validate, store as `queued`, commit, and only then wake a worker."""
     principal.require("submit")
     placement = placement_for(spec, principal, priority)
     validate_submission(session, spec, settings, principal.team_filter)
     job = repository.create_job(
-        session, spec.method, spec.model_dump(mode="json"), spec.label, placement
+        session,
+        spec.method,
+        spec.model_dump(mode="json"),
+        spec.label,
+        placement,
+        tags_with_label(tags, spec.label),
     )
     session.commit()
     try:
@@ -64,6 +73,22 @@ def submit_job(
         )
         session.commit()
         raise QueueUnavailable(f"job {job.id} was not queued: the broker is unreachable") from exc
+    return job
+
+
+def tags_with_label(tags: Sequence[str], label: str | None) -> list[str]:
+    """A label that reads as a tag is the first tag: clients that only know `label` (it
+    predates tags) still find their jobs with the tag filter."""
+    if label is not None and re.match(TAG_PATTERN, label) and label not in tags:
+        return [label, *tags]
+    return list(tags)
+
+
+def set_tags(session: Session, job_id: uuid.UUID, tags: Sequence[str], principal: Principal) -> Job:
+    principal.require("submit")
+    job = repository.get_job(session, job_id, for_update=True, team_id=principal.team_filter)
+    repository.set_tags(session, job, tags)
+    session.commit()
     return job
 
 

@@ -62,6 +62,9 @@ class Job(Base):
         default=JobStatus.queued,
     )
     label: Mapped[str | None] = mapped_column(String(200))
+    # The job's tags as read with it (no join on the hot read path); `job_tags` holds the
+    # same list, one indexed row per tag, for filtering.
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     step: Mapped[int] = mapped_column(Integer, default=0)
     total_steps: Mapped[int] = mapped_column(Integer, default=0)
@@ -90,6 +93,12 @@ class Job(Base):
         String(8), default="auto", server_default="auto"
     )  # cpu|cuda|auto
     min_gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
+    # A study's job: which study, which arm (label), which Optuna trial (adaptive studies).
+    study_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("studies.id", ondelete="SET NULL"), index=True
+    )
+    study_arm: Mapped[str | None] = mapped_column(String(200))
+    study_trial: Mapped[int | None] = mapped_column(Integer)
 
     events: Mapped[list[JobEvent]] = relationship(
         back_populates="job", order_by="JobEvent.id", cascade="all, delete-orphan"
@@ -99,6 +108,9 @@ class Job(Base):
         # Newest-first listing and its cursor walk this index, with or without a filter.
         Index("ix_jobs_created_at_id", "created_at", "id"),
         Index("ix_jobs_status_created_at", "status", "created_at"),
+        # The dashboard's filters (a team's page, a method) stay index walks at 10,000 jobs.
+        Index("ix_jobs_team_id_created_at", "team_id", "created_at"),
+        Index("ix_jobs_method_created_at", "method", "created_at"),
         # The scheduler walks queued jobs in this order; a partial index keeps a claim
         # independent of how many jobs wait (or ever ran).
         Index(
@@ -128,6 +140,17 @@ class JobEvent(Base):
     job: Mapped[Job] = relationship(back_populates="events")
 
 
+class JobTag(Base):
+    """One tag of one job: `GET /v1/jobs?tag=x` walks the (tag, job_id) key."""
+
+    __tablename__ = "job_tags"
+
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+
+
 class Metric(Base):
     """One value of one metric at one step. A resumed job overwrites the steps it redoes."""
 
@@ -139,6 +162,12 @@ class Metric(Base):
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     step: Mapped[int] = mapped_column(Integer, primary_key=True)
     value: Mapped[float] = mapped_column(Float)
+    # Rises (per job) whenever a point is written or its value changes; an unchanged point
+    # that a resumed job reports again keeps it. Set by the database (migration 0009):
+    # live streams read on from it (`streams_repository`).
+    seq: Mapped[int | None] = mapped_column(BigInteger)
+
+    __table_args__ = (Index("ix_metrics_job_id_seq", "job_id", "seq"),)
 
 
 class Artifact(Base):

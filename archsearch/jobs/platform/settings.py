@@ -84,6 +84,22 @@ class Settings(BaseSettings):
     worker_device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="what a worker process offers; auto: CUDA when present"
     )
+    # Issue 16: torch's intra-op threads per worker process; without a setting every process
+    # takes every core, and the processes of one machine fight over them.
+    torch_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch threads per worker process (and per embedded runner); "
+        "default: CPU cores // `worker_processes` (// `local_runner_threads` embedded), >= 1",
+    )
+    worker_processes: int = Field(
+        default=1, ge=1, description="worker processes that share this machine's cores"
+    )
+    dataset_cache_dir: Path | None = Field(
+        default=None,
+        description="normalised datasets kept by the workers (memory-mapped .npy); "
+        "default: `home`/cache/datasets",
+    )
     # Request bodies and dataset uploads (issue 7): every limit is answered with 413 naming it.
     json_max_bytes: int = Field(
         default=1 << 20, ge=1, description="size of a JSON request body (a job spec)"
@@ -115,6 +131,18 @@ class Settings(BaseSettings):
     dataset_min_class_samples: int = Field(
         default=5, ge=1, description="training samples every class of an upload needs"
     )
+    # The dashboard's sign-in (issue 13): a session cookie signed with this secret.
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="signs dashboard session cookies; set the same value on every API "
+        "process (unset: a random one per process, so sessions end when it restarts)",
+    )
+    session_max_age_seconds: int = Field(
+        default=8 * 3600, ge=60, le=30 * 24 * 3600, description="a dashboard session's lifetime"
+    )
+    study_max_jobs: int = Field(
+        default=500, ge=1, description="jobs one study may create (arms x grid x seeds, trials)"
+    )
 
     @property
     def embedded(self) -> bool:
@@ -137,6 +165,19 @@ class Settings(BaseSettings):
         """Where the built-in datasets' files are searched, in order."""
         first = self.data_dir or self.home / "datasets"
         return (first, *self.system_data_dirs)
+
+    @property
+    def resolved_torch_threads(self) -> int:
+        """Threads one job may use: the setting, or this process's share of the cores."""
+        if self.torch_threads is not None:
+            return self.torch_threads
+        sharing = self.worker_processes * (self.local_runner_threads if self.embedded else 1)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return max(1, (cores or 1) // sharing)
+
+    @cached_property
+    def resolved_dataset_cache_dir(self) -> Path:
+        return self.dataset_cache_dir or self.home / "cache" / "datasets"
 
     def prepare_directories(self) -> None:
         self.resolved_artifact_root.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from archsearch.jobs.domain.scheduler import claim_next
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
+from archsearch.jobs.runtime import studies
 from archsearch.jobs.runtime.context import DbRunContext
 from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.jobs.runtime.device import pick_device
@@ -134,6 +135,8 @@ def record_outcome(services: Services, job_id: uuid.UUID, outcome: Outcome, work
         )
     if outcome.status.terminal:
         services.store.delete_checkpoint(job_id)
+        # A study's job: tell its trial, ask the next ones (idempotent; the tick retries).
+        studies.after_job_finished(services, job_id)
 
 
 def _run(

@@ -57,10 +57,14 @@ class LocalRunner:
                 repository.requeue_job(session, job_id, "server restarted while the job ran")
 
     def _work(self) -> None:
+        from archsearch.jobs.runtime.device import apply_torch_threads
         from archsearch.jobs.runtime.executor import (  # torch loads with the first job
             TransientFailure,
             execute_next,
         )
+
+        # The threads are the process's: each runner thread sets the same share.
+        apply_torch_threads(self.services.settings)
 
         while True:
             self._wake.acquire()

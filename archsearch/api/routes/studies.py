@@ -1,0 +1,101 @@
+"""Studies (issue 12): submit, list, read (per-arm figures and Pareto front), cancel, and
+the study's artifacts (results.csv, study.json, pareto.png, curves.png, report.md).
+
+Scoped to the caller's team exactly like jobs: another team's study answers 404.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Query, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from archsearch.api.auth import CurrentUser
+from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep, StoreDep
+from archsearch.api.errors import BODY_ERROR_RESPONSES
+from archsearch.jobs.domain.errors import NotFound
+from archsearch.jobs.domain.studies import service, summary
+from archsearch.jobs.domain.studies.repository import artifact_key, get_study
+from archsearch.schemas.studies import StudiesPublic, StudyCreate, StudyDetail, StudyPublic
+
+router = APIRouter(prefix="/v1/studies", tags=["studies"])
+
+
+async def parse_study_id(study_id: str) -> uuid.UUID:
+    # A malformed id names no study: 404, like any other unknown id.
+    try:
+        return uuid.UUID(study_id)
+    except ValueError:
+        raise NotFound(f"no study {study_id}") from None
+
+
+StudyId = Annotated[uuid.UUID, Depends(parse_study_id)]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=StudyPublic,
+    responses=BODY_ERROR_RESPONSES,
+)
+def create_study(
+    request: Annotated[StudyCreate, Body()],
+    session: SessionDep,
+    settings: SettingsDep,
+    enqueuer: EnqueuerDep,
+    principal: CurrentUser,
+    response: Response,
+) -> StudyPublic:
+    study = service.submit_study(session, settings, enqueuer, request, principal)
+    response.headers["Location"] = f"/v1/studies/{study.id}"
+    return summary.read_study(session, study.id, principal.team_filter)
+
+
+@router.get("", response_model=StudiesPublic)
+async def list_studies(
+    session: ReadSessionDep,
+    principal: CurrentUser,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> StudiesPublic:
+    studies = await session.run_sync(summary.list_studies, principal.team_filter, limit)
+    return StudiesPublic(data=studies)
+
+
+@router.get("/{study_id}", response_model=StudyDetail)
+async def read_study(
+    study_id: StudyId, session: ReadSessionDep, principal: CurrentUser
+) -> StudyDetail:
+    return await session.run_sync(summary.read_study, study_id, principal.team_filter)
+
+
+@router.post("/{study_id}/cancel", response_model=StudyPublic)
+def cancel_study(study_id: StudyId, session: SessionDep, principal: CurrentUser) -> StudyPublic:
+    service.cancel_study(session, study_id, principal)
+    return summary.read_study(session, study_id, principal.team_filter)
+
+
+@router.get("/{study_id}/artifacts", response_model=list[str])
+async def list_artifacts(
+    study_id: StudyId, session: ReadSessionDep, principal: CurrentUser
+) -> list[str]:
+    detail = await session.run_sync(summary.read_study, study_id, principal.team_filter)
+    return detail.artifacts
+
+
+@router.get("/{study_id}/artifacts/{name}", response_class=Response)
+async def download_artifact(
+    study_id: StudyId, name: str, session: ReadSessionDep, store: StoreDep, principal: CurrentUser
+) -> Response:
+    study = await session.run_sync(get_study, study_id, team_id=principal.team_filter)
+    if study.artifacts_at is None or name not in summary.STUDY_ARTIFACTS:
+        raise NotFound(
+            f"study {study_id} has no artifact {name!r}; it has "
+            f"{', '.join(summary.STUDY_ARTIFACTS) if study.artifacts_at else 'none yet'}"
+        )
+    data = await run_in_threadpool(store.objects.get_bytes, artifact_key(study_id, name))
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(data, media_type=media_type, headers=headers)

@@ -1,0 +1,1 @@
+"""The web dashboard (issue 13): pages, their session, templates and static assets."""

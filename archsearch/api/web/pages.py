@@ -1,0 +1,193 @@
+"""The dashboard's pages (issue 13), served by the API process at `/`, same origin.
+
+A page is an HTML shell; its numbers come from the `/v1` routes (the same service and
+presenter functions as every client), fetched and followed live by the page's script. The
+job page embeds its first state from the same presenter the API's `GET /v1/jobs/{id}` uses.
+
+Team mode needs a signed-in session (`session.py`); embedded `serve` needs no sign-in.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from archsearch.api.presenters import job_with_queue_state
+from archsearch.api.web import session as web_session
+from archsearch.core.spec import METHOD_NAMES, job_spec_adapter
+from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
+from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
+from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.platform.services import Services
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+# Embedded JSON keeps its order: the submit form lists a spec's fields as the spec does.
+templates.env.policies["json.dumps_kwargs"] = {"sort_keys": False}
+router = APIRouter(include_in_schema=False)
+
+# Scripts and styles only from this origin; no frames of our pages elsewhere.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
+    "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def mount(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+
+def _services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+def viewer(request: Request) -> tuple[Principal, web_session.WebSession | None] | None:
+    """Who looks at the page: the local user when embedded, the session's user in team
+    mode, or None (sign in first)."""
+    services = _services(request)
+    if not services.settings.tokens_required:
+        return LOCAL_USER, None
+    web = web_session.session_of(request)
+    if web is None:
+        return None
+    with services.sessions() as session:
+        try:
+            return web_session.principal_for_session(session, web), web
+        except Unauthenticated:
+            return None
+
+
+def render(
+    request: Request, name: str, page: str, context: dict[str, Any], status: int = 200
+) -> HTMLResponse:
+    seen = viewer(request)
+    principal, web = seen if seen is not None else (None, None)
+    base = {
+        "page": page,
+        "principal": principal,
+        "team_mode": _services(request).settings.tokens_required,
+        "csrf": web.csrf if web else "",
+    }
+    response = templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def page(request: Request, name: str, page_name: str, **context: Any) -> Response:
+    if viewer(request) is None:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/signin?next={quote(target)}", status_code=303)
+    return render(request, name, page_name, context)
+
+
+@router.get("/", response_class=HTMLResponse)
+def jobs_page(request: Request) -> Response:
+    statuses = [s.value for s in JobStatus]
+    return page(request, "jobs.html", "jobs", statuses=statuses, methods=METHOD_NAMES)
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(request: Request, job_id: str) -> Response:
+    seen = viewer(request)
+    if seen is None:
+        return page(request, "job.html", "job")
+    services = _services(request)
+    try:
+        with services.sessions() as session:
+            job = repository.read_job_row(session, uuid.UUID(job_id), seen[0].team_filter)
+            initial = job_with_queue_state(session, job, services.settings)
+    except (NotFound, ValueError):
+        # Another team's job answers exactly as a missing one, as the API does.
+        return render(request, "not_found.html", "job", {"what": f"job {job_id}"}, 404)
+    return render(
+        request, "job.html", "job", {"job_id": job_id, "initial": initial.model_dump(mode="json")}
+    )
+
+
+@functools.cache
+def spec_schema() -> dict[str, Any]:
+    """The JSON schema of every job spec, built once (it takes pydantic ~100 ms)."""
+    return job_spec_adapter.json_schema()
+
+
+@router.get("/submit", response_class=HTMLResponse)
+def submit_page(request: Request) -> Response:
+    return page(request, "submit.html", "submit", schema=spec_schema(), methods=METHOD_NAMES)
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request) -> Response:
+    return page(request, "compare.html", "compare")
+
+
+@router.get("/queue", response_class=HTMLResponse)
+def queue_page(request: Request) -> Response:
+    return page(request, "queue.html", "queue")
+
+
+@router.get("/datasets", response_class=HTMLResponse)
+def datasets_page(request: Request) -> Response:
+    return page(request, "datasets.html", "datasets")
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request, next: str = "/") -> Response:
+    return render(request, "signin.html", "signin", {"next": safe_next(next), "error": None})
+
+
+@router.post("/signin", response_class=HTMLResponse)
+def sign_in(
+    request: Request,
+    token: Annotated[str, Form(max_length=200)],
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    """Check the token as the API checks a bearer token, then set the session cookie."""
+    services = _services(request)
+    try:
+        # No session exists yet, so no CSRF token: refuse a sign-in posted by another site.
+        web_session.check_origin(request)
+        with services.sessions() as session:
+            authenticate(session, f"Bearer {token.strip()}")
+    except (Unauthenticated, Forbidden) as exc:
+        context = {"next": safe_next(next), "error": str(exc)}
+        return render(request, "signin.html", "signin", context, status=401)
+    response = RedirectResponse(safe_next(next), status_code=303)
+    signer: web_session.SessionSigner = request.app.state.session_signer
+    response.set_cookie(
+        web_session.COOKIE,
+        signer.dumps(web_session.new_session(token)),
+        max_age=signer.max_age,
+        httponly=True,
+        secure=request.url.scheme == "https",
+        samesite="strict",
+    )
+    return response
+
+
+@router.post("/signout")
+def sign_out(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+    web = web_session.session_of(request)
+    if web is not None:
+        web_session.check_form_csrf(request, web, csrf)
+    response = RedirectResponse("/signin", status_code=303)
+    response.delete_cookie(web_session.COOKIE, httponly=True, samesite="strict")
+    return response
+
+
+def safe_next(target: str) -> str:
+    """Only a path of this site: never an open redirect to another host."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target

@@ -1,0 +1,129 @@
+"""The dashboard's sign-in session: a signed, expiring cookie that names an API token.
+
+Team mode (issue 13). Signing in with an API token sets an HttpOnly, SameSite=Strict cookie
+(Secure when the request came over TLS) holding, signed with `session_secret`, the token's
+digest (the key of its row, not the token: a stolen cookie is no bearer token) and a random
+CSRF token. Every request with the cookie re-checks the token's row (cached as bearer
+tokens are, `auth.TOKEN_CACHE_SECONDS`), so a revoked or expired token ends the session.
+
+CSRF: SameSite=Strict already keeps the cookie off cross-site requests; in depth, every
+state-changing request authenticated by the cookie must also send the session's CSRF token
+in `X-CSRF-Token` (a custom header a cross-site form or image cannot set, and whose value a
+foreign page cannot read) and, when the browser sends `Origin`, come from our own origin.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlalchemy.orm import Session
+from starlette.requests import HTTPConnection
+
+from archsearch.jobs.domain.accounts import repository as account_repo
+from archsearch.jobs.domain.accounts.service import Principal
+from archsearch.jobs.domain.accounts.tokens import token_digest
+from archsearch.jobs.domain.base import as_utc
+from archsearch.jobs.domain.errors import Forbidden, Unauthenticated
+from archsearch.jobs.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+COOKIE = "archsearch_session"
+CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class WebSession:
+    token_digest: str
+    csrf: str
+
+
+def new_session(token: str) -> WebSession:
+    return WebSession(token_digest(token.strip()), secrets.token_urlsafe(24))
+
+
+class SessionSigner:
+    """Signs and checks session cookies; one per API process."""
+
+    def __init__(self, settings: Settings) -> None:
+        if settings.session_secret is not None:
+            secret = settings.session_secret.get_secret_value()
+        else:
+            # Sessions then end when this process restarts, and a second API process
+            # would not accept this one's cookies: deployments set ARCHSEARCH_SESSION_SECRET.
+            secret = secrets.token_urlsafe(32)
+            if settings.tokens_required:
+                log.warning(
+                    "ARCHSEARCH_SESSION_SECRET is unset; dashboard sessions are per process"
+                )
+        self._serializer = URLSafeTimedSerializer(secret, salt="archsearch.web-session")
+        self.max_age = settings.session_max_age_seconds
+
+    def dumps(self, session: WebSession) -> str:
+        return self._serializer.dumps([session.token_digest, session.csrf])
+
+    def loads(self, value: str) -> WebSession | None:
+        """The session, or None when the cookie is forged, altered or older than max_age."""
+        try:
+            digest, csrf = self._serializer.loads(value, max_age=self.max_age)
+        except (BadSignature, ValueError, TypeError):
+            return None
+        return WebSession(str(digest), str(csrf))
+
+
+def session_of(connection: HTTPConnection) -> WebSession | None:
+    cookie = connection.cookies.get(COOKIE)
+    signer: SessionSigner = connection.app.state.session_signer
+    return signer.loads(cookie) if cookie else None
+
+
+def check_csrf(connection: HTTPConnection, method: str, session: WebSession) -> None:
+    """Refuse a state-changing request that a page of ours did not send (403)."""
+    if method in SAFE_METHODS:
+        return
+    check_origin(connection)
+    sent = connection.headers.get(CSRF_HEADER, "")
+    if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+        raise Forbidden("missing or wrong X-CSRF-Token for this session; reload the page")
+
+
+def check_origin(connection: HTTPConnection) -> None:
+    origin = connection.headers.get("origin")
+    if origin is not None and origin != own_origin(connection):
+        raise Forbidden(f"cross-site request from {origin} refused; use the dashboard's pages")
+
+
+def check_form_csrf(connection: HTTPConnection, session: WebSession, sent: str) -> None:
+    """A form of ours (sign-out) sends the CSRF token as a field instead of a header."""
+    check_origin(connection)
+    if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+        raise Forbidden("missing or wrong CSRF token for this session; reload the page")
+
+
+def own_origin(connection: HTTPConnection) -> str:
+    return f"{connection.url.scheme}://{connection.url.netloc}"
+
+
+def principal_for_session(session: Session, web: WebSession) -> Principal:
+    """The token's owner, as `accounts.service.authenticate` finds a bearer token's owner."""
+    found = account_repo.token_with_user(session, web.token_digest)
+    if found is None:
+        raise Unauthenticated("this session's token no longer exists; sign in again")
+    token, user = found
+    if token.revoked_at is not None:
+        raise Unauthenticated(f"token {token.prefix}… was revoked; sign in with a new one")
+    if token.expires_at is not None and as_utc(token.expires_at) <= datetime.now(UTC):
+        raise Unauthenticated(f"token {token.prefix}… expired; sign in with a new one")
+    return Principal(
+        name=user.name,
+        scope=token.scope,
+        is_admin=user.is_admin and token.scope == "admin",
+        user_id=user.id,
+        team_id=user.team_id,
+    )

@@ -1,0 +1,245 @@
+// A job: status, progress, facts, live curves, architecture, artifacts, events, spec, cancel.
+// Follows /v1/jobs/{id}/stream (status, progress, metric, event, end); polls without it.
+"use strict";
+(() => {
+  const { api, el, showError, num, bytes, when, badge, shortId, follow, every, lineChart } = AS;
+  let job = JSON.parse(document.getElementById("initial-job").textContent);
+  const id = job.id;
+  const series = new Map(); // metric name -> [[step, value], ...]
+  const charts = new Map(); // chart key -> {plot, names}
+  const seenEvents = new Set();
+  let artifactsShown = null;
+
+  // Which chart a metric is drawn on: loss and accuracy together, each other series alone
+  // (density and temperatures of prune, swaps of search, widths and lambda of grow, ...).
+  function chartOf(name) {
+    if (/loss/.test(name)) return "loss";
+    if (/acc/.test(name)) return "accuracy";
+    return name.split("/")[0];
+  }
+
+  function fact(label, value) {
+    return [el("dt", { text: label }), el("dd", { text: value ?? "–" })];
+  }
+
+  function showJob(next) {
+    job = next;
+    const status = document.getElementById("status");
+    status.className = `badge ${job.status}`;
+    status.textContent = job.status;
+    document.getElementById("cancel").hidden = !["queued", "running"].includes(job.status) || job.cancel_requested;
+    showProgress(job.step, job.total_steps);
+    const facts = [
+      fact("method", job.method),
+      fact("tags", (job.tags || []).join(" ") || "–"),
+      fact("label", job.label),
+      fact("owner", job.owner_id ? shortId(job.owner_id) : "local"),
+      fact("submitted", when(job.created_at)),
+      fact("started", when(job.started_at)),
+      fact("finished", when(job.finished_at)),
+      fact("worker", job.worker),
+      fact("device", job.device),
+      fact("attempts", String(job.attempts)),
+    ];
+    if (job.status === "queued") {
+      facts.push(fact("queue position", job.queue_position == null ? "–" : String(job.queue_position)));
+      facts.push(fact("waiting because", job.pending_reason));
+    }
+    document.getElementById("facts").replaceChildren(...facts.flat());
+    const errorBox = document.getElementById("error-box");
+    errorBox.hidden = !job.error;
+    errorBox.textContent = job.error || "";
+    document.getElementById("warnings").replaceChildren(
+      ...(job.warnings || []).map((w) => el("li", { class: "error", text: `${w.code}: ${w.message}` })));
+    document.getElementById("spec").textContent = JSON.stringify(job.spec, null, 2);
+    showArchitecture();
+  }
+
+  function showProgress(step, total) {
+    const bar = document.getElementById("progress");
+    bar.value = total ? step / total : 0;
+    document.getElementById("progress-text").textContent = `step ${step} of ${total || "?"}`;
+  }
+
+  function addPoint(name, step, value) {
+    const points = series.get(name) || [];
+    const at = points.findIndex((p) => p[0] >= step);
+    if (at >= 0 && points[at][0] === step) points[at] = [step, value]; // a resumed step rewrites
+    else if (at >= 0) points.splice(at, 0, [step, value]);
+    else points.push([step, value]);
+    series.set(name, points);
+  }
+
+  function redraw() {
+    const box = document.getElementById("charts");
+    const groups = new Map();
+    for (const name of [...series.keys()].sort()) {
+      const key = chartOf(name);
+      groups.set(key, [...(groups.get(key) || []), name]);
+    }
+    document.getElementById("no-curves").hidden = series.size > 0;
+    for (const [key, names] of groups) {
+      const data = names.map((n) => ({ label: n, points: series.get(n) }));
+      const current = charts.get(key);
+      if (current && current.names.join() === names.join()) {
+        current.plot.setData(uPlot.join(data.map((s) => [s.points.map((p) => p[0]), s.points.map((p) => p[1])])));
+        continue;
+      }
+      if (current) current.plot.destroy();
+      let holder = box.querySelector(`[data-chart="${CSS.escape(key)}"]`);
+      if (!holder) {
+        holder = el("figure", { class: "chart", "data-chart": key, "aria-label": `${key} curve` });
+        box.append(holder);
+      }
+      holder.replaceChildren();
+      charts.set(key, { plot: lineChart(holder, key, data), names });
+      holder.dataset.points = String(data.reduce((n, s) => n + s.points.length, 0));
+    }
+    for (const [key, c] of charts) {
+      const holder = box.querySelector(`[data-chart="${CSS.escape(key)}"]`);
+      holder.dataset.points = String(c.names.reduce((n, name) => n + series.get(name).length, 0));
+    }
+  }
+
+  async function loadMetrics() {
+    const result = await api(`/v1/jobs/${id}/metrics`);
+    series.clear();
+    for (const [name, points] of Object.entries(result.series)) {
+      series.set(name, points.map((p) => [p.step, p.value]));
+    }
+    redraw();
+  }
+
+  function addEvent(e) {
+    const key = `${e.at}|${e.to_status}|${e.reason}`;
+    if (seenEvents.has(key)) return;
+    seenEvents.add(key);
+    const from = e.from_status ? `${e.from_status} → ` : "";
+    document.getElementById("events").append(el("li", {},
+      el("time", { datetime: e.at, text: when(e.at) }), " ",
+      el("strong", { text: `${from}${e.to_status}` }), ` ${e.reason}`, e.actor ? el("span", { class: "muted", text: ` (${e.actor})` }) : null));
+  }
+
+  async function loadEvents() {
+    const result = await api(`/v1/jobs/${id}/events`);
+    for (const e of result.data) addEvent(e);
+  }
+
+  async function loadArtifacts() {
+    const result = await api(`/v1/jobs/${id}/artifacts`);
+    const signature = result.data.map((a) => a.name + a.sha256).join();
+    if (signature === artifactsShown) return;
+    artifactsShown = signature;
+    const rows = result.data.map((a) => {
+      const url = `/v1/jobs/${id}/artifacts/${encodeURIComponent(a.name)}`;
+      return el("tr", { "data-name": a.name },
+        el("td", {}, el("a", { href: url, text: a.name })),
+        el("td", { class: "num", text: bytes(a.size) }),
+        el("td", { class: "mono sha", text: a.sha256 }),
+        el("td", {}, el("a", { class: "button secondary", href: url, download: a.name, text: "Download", "aria-label": `download ${a.name}` })));
+    });
+    document.querySelector("#artifacts tbody").replaceChildren(...rows);
+    const previews = result.data.filter((a) => a.media_type === "image/png").map((a) =>
+      el("figure", {}, el("img", { src: `/v1/jobs/${id}/artifacts/${encodeURIComponent(a.name)}`, alt: a.name, loading: "lazy" }),
+        el("figcaption", { class: "muted", text: a.name })));
+    document.getElementById("previews").replaceChildren(...previews);
+    const names = result.data.map((a) => a.name);
+    if (names.includes("deployment.json")) showLayers();
+    else if (names.includes("density.json")) showDensity();
+  }
+
+  // Dense against compact (or nonzero) counts, from the metrics the methods report.
+  function showArchitecture() {
+    const m = job.latest_metrics || {};
+    const pairs = [
+      ["parameters", m.parameters_dense ?? m.parameters, m.parameters_compact ?? (m.parameters_dense != null ? m.parameters : undefined)],
+      ["MACs", m.macs_dense ?? m.masked_model_macs ?? m.macs, m.macs_compact_dense ?? (m.macs_dense != null || m.masked_model_macs != null ? m.macs : undefined)],
+    ].filter((p) => p[1] != null);
+    if (!pairs.length) return;
+    if (pairs.every((p) => p[2] == null)) { // a dense model: its counts alone
+      document.getElementById("arch-counts").replaceChildren(el("table", { class: "grid", id: "arch-table" },
+        el("tbody", {}, pairs.map(([what, dense]) => el("tr", {},
+          el("th", { scope: "row", text: what }), el("td", { class: "num", text: num(dense) }))))));
+      return;
+    }
+    const table = el("table", { class: "grid", id: "arch-table" },
+      el("thead", {}, el("tr", {}, el("th", { text: "" }), el("th", { text: "dense" }), el("th", { text: "compact" }), el("th", { text: "kept" }))),
+      el("tbody", {}, pairs.map(([what, dense, compact]) => el("tr", {},
+        el("th", { scope: "row", text: what }), el("td", { class: "num", text: num(dense) }),
+        el("td", { class: "num", text: compact == null ? "–" : num(compact) }),
+        el("td", { class: "num", text: compact == null ? "–" : `${(100 * compact / dense).toFixed(1)} %` })))));
+    document.getElementById("arch-counts").replaceChildren(el("div", { class: "table-wrap" }, table));
+  }
+
+  // Per layer, from deployment.json: the weight's shape, its dense and kept (nonzero) counts,
+  // and the form (dense or sparse kernel) chosen for batch 1.
+  async function showLayers() {
+    const deployment = await api(`/v1/jobs/${id}/artifacts/deployment.json`);
+    const forms = deployment.forms || [];
+    if (!forms.length) return;
+    const table = el("table", { class: "grid", id: "layers" },
+      el("thead", {}, el("tr", {}, ["layer", "weight shape", "weights dense", "weights kept", "density", "batch-1 form"]
+        .map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, forms.map((f) => {
+        const dense = (f.shape || []).reduce((a, b) => a * b, 1);
+        return el("tr", {}, el("td", { class: "mono", text: f.layer }), el("td", { class: "mono", text: (f.shape || []).join("×") }),
+          el("td", { class: "num", text: num(dense) }), el("td", { class: "num", text: num(Math.round(dense * f.density)) }),
+          el("td", {}, el("span", { class: "bar", style: `width:${Math.round(f.density * 80)}px` }), ` ${num(f.density, 3)}`),
+          el("td", { text: f.batch_1 || "–" }));
+      })));
+    document.getElementById("arch-layers").replaceChildren(el("h3", { text: "Layers" }), el("div", { class: "table-wrap" }, table));
+  }
+
+  async function showDensity() {
+    const density = await api(`/v1/jobs/${id}/artifacts/density.json`);
+    const layers = Object.entries(density).filter(([k]) => k.startsWith("density/"));
+    const table = el("table", { class: "grid", id: "density" },
+      el("thead", {}, el("tr", {}, el("th", { text: "layer" }), el("th", { text: "density (fraction kept)" }))),
+      el("tbody", {}, layers.map(([k, v]) => el("tr", {}, el("td", { class: "mono", text: k.slice(8) }),
+        el("td", {}, el("span", { class: "bar", style: `width:${Math.round(v * 120)}px` }), ` ${num(v, 3)}`)))));
+    document.getElementById("arch-layers").replaceChildren(el("h3", { text: "Layers" }), el("div", { class: "table-wrap" }, table));
+  }
+
+  async function refresh() {
+    showJob(await api(`/v1/jobs/${id}`));
+    await Promise.all([loadMetrics(), loadEvents()]);
+    if (["succeeded", "failed", "cancelled"].includes(job.status)) await loadArtifacts();
+  }
+
+  function live() {
+    return follow(`/v1/jobs/${id}/stream`, {
+      status: showJob,
+      progress: (p) => { showProgress(p.step, p.total); },
+      metric: (m) => { addPoint(m.name, m.step, m.value); redraw(); },
+      event: addEvent,
+      end: (final) => { showJob(final); loadArtifacts(); loadEvents(); },
+    }, () => {
+      const stop = every(1500, async () => {
+        await refresh();
+        if (["succeeded", "failed", "cancelled"].includes(job.status)) stop();
+      });
+      return stop;
+    });
+  }
+
+  document.getElementById("cancel").addEventListener("click", async () => {
+    const box = document.getElementById("action-error");
+    try {
+      showJob(await api(`/v1/jobs/${id}/cancel`, { method: "POST" }));
+      showError(box, null);
+    } catch (e) { showError(box, e); }
+  });
+  document.getElementById("copy-spec").addEventListener("click", async () => {
+    const text = JSON.stringify(job.spec, null, 2);
+    try { await navigator.clipboard.writeText(text); } catch {
+      const range = document.createRange();
+      range.selectNodeContents(document.getElementById("spec"));
+      getSelection().removeAllRanges(); getSelection().addRange(range);
+    }
+    document.getElementById("copied").textContent = "copied";
+  });
+
+  showJob(job);
+  Promise.all([loadMetrics(), loadEvents(), loadArtifacts()]).catch((e) => showError(document.getElementById("action-error"), e));
+  if (!["succeeded", "failed", "cancelled"].includes(job.status)) live();
+})();

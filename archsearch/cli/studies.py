@@ -1,0 +1,134 @@
+"""`archsearch study ...`: submit a study, list studies, follow one, get its results, cancel."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+from rich.table import Column, Table
+
+from archsearch.cli.common import client_for, console, url_option
+from archsearch.client import ArchsearchClient
+from archsearch.schemas.studies import Stat, StudyDetail
+
+
+@click.group()
+def study() -> None:
+    """Studies: many jobs comparing methods at equal budget, with their Pareto front."""
+
+
+@study.command("submit")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--wait", is_flag=True, help="wait for the study to end, then print its table")
+@url_option
+def submit(file: Path, wait: bool, url: str) -> None:
+    """Submit the study described in FILE (JSON); prints its id."""
+    try:
+        request = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{file} is not JSON: {exc}", param_hint="FILE") from None
+    with client_for(url) as client:
+        created = client.submit_study(request)
+        console.print(str(created.id), highlight=False)
+        if wait:
+            _print_detail(_follow(client, str(created.id)))
+
+
+@study.command("list")
+@click.option("--limit", type=int, default=50, show_default=True)
+@url_option
+def list_studies(limit: int, url: str) -> None:
+    """Studies, newest first, with their jobs by status."""
+    with client_for(url) as client:
+        studies = client.list_studies(limit)
+    table = Table("id", "name", "status", "sampler", "jobs", "created")
+    for s in studies:
+        jobs = ", ".join(f"{n} {status}" for status, n in sorted(s.counts.items()))
+        created = s.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+        table.add_row(str(s.id), s.name, s.status, s.sampler or "-", jobs or "-", created)
+    console.print(table)
+
+
+@study.command("status")
+@click.argument("study_id")
+@click.option("--wait", is_flag=True, help="follow it until it ends")
+@url_option
+def status(study_id: str, wait: bool, url: str) -> None:
+    """A study's per-arm table (mean ± std over seeds) and its Pareto front."""
+    with client_for(url) as client:
+        detail = _follow(client, study_id) if wait else client.get_study(study_id)
+    _print_detail(detail)
+
+
+@study.command("results")
+@click.argument("study_id")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="folder for results.csv, study.json, pareto.png, curves.png, report.md",
+)
+@url_option
+def results(study_id: str, out: Path | None, url: str) -> None:
+    """Download an ended study's artifacts (into ./study-<id> by default)."""
+    with client_for(url) as client:
+        folder = out or Path(f"study-{study_id}")
+        paths = client.download_study(study_id, folder)
+    if not paths:
+        raise click.ClickException("the study has no artifacts yet; they are built when it ends")
+    for path in paths:
+        console.print(str(path), highlight=False)
+
+
+@study.command("cancel")
+@click.argument("study_id")
+@url_option
+def cancel(study_id: str, url: str) -> None:
+    """Cancel a study: its queued jobs at once, its running ones at their next step."""
+    with client_for(url) as client:
+        cancelled = client.cancel_study(study_id)
+    console.print(f"study {cancelled.id}: cancel requested ({cancelled.counts})", highlight=False)
+
+
+def _follow(client: ArchsearchClient, study_id: str) -> StudyDetail:
+    with console.status("waiting for the study to end") as shown:
+        while True:
+            detail = client.get_study(study_id)
+            shown.update(f"study {detail.status}: {detail.counts}")
+            if detail.status != "running" and detail.artifacts:
+                return detail
+            time.sleep(2)
+
+
+def _stat(value: Stat | None, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    return (
+        f"{value.mean:.{digits}g} ± {value.std:.2g}" if value.n > 1 else f"{value.mean:.{digits}g}"
+    )
+
+
+def _print_detail(detail: StudyDetail) -> None:
+    console.print(
+        f"{detail.name} ({detail.id}): {detail.status}, jobs {detail.counts}", highlight=False
+    )
+    # Arm labels are what a user acts on: never cut them to fit a narrow terminal.
+    widest = max((len(arm.label) for arm in detail.arms), default=3)
+    arm_column = Column("arm", no_wrap=True, min_width=widest)
+    table = Table(arm_column, "method", "ok", "test accuracy", "parameters", "latency ms", "steps")
+    table.add_column("front")
+    for arm in detail.arms:
+        steps = _stat(arm.optimizer_steps, 6) + (" OVER" if arm.over_budget else "")
+        table.add_row(
+            arm.label,
+            arm.method,
+            f"{arm.counts.get('succeeded', 0)}/{arm.jobs}",
+            _stat(arm.test_accuracy),
+            _stat(arm.parameters, 6),
+            _stat(arm.latency_ms, 3),
+            steps,
+            "*" if arm.on_front else "",
+        )
+    console.print(table)

@@ -1,0 +1,87 @@
+"""`model-card.md`: what a downloaded model is, in one page (issue 14; after Mitchell et al.,
+"Model Cards for Model Reporting", 2019, reduced to what a job knows for certain)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PAPERS = {
+    "train": "dense baseline (no architecture learning)",
+    "prune": "Differentiable Architecture Pruning for Transfer Learning (two-temperature masks); "
+    "Disentangling Neural Architectures and Weights (weight-free masks)",
+    "search": "Discovering Neural Wirings (Wortsman et al., 2019)",
+    "grow": "Spotting expressivity bottlenecks and fixing them optimally",
+}
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
+
+
+def _latency_rows(latency: dict[str, dict[str, float]]) -> list[str]:
+    rows = ["| batch | dense parent | compact | compact + sparse kernels | repeats |"]
+    rows.append("|---|---|---|---|---|")
+    for key, row in latency.items():
+        rows.append(
+            f"| {key.removeprefix('batch_')} | {_ms(row.get('dense_s'))} | "
+            f"{_ms(row.get('compact_s'))} | {_ms(row.get('sparse_s'))} | {int(row['repeats'])} |"
+        )
+    return rows
+
+
+def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
+    """The card's markdown, from deployment.json's record and the job's spec."""
+    d = deployment
+    size = d["size"]
+    pre = d["preprocessing"]
+    onnx = d["onnx"]
+    onnx_line = (
+        f"`model.onnx` (checked with onnxruntime, max abs diff {onnx['max_abs_diff']:.2e})"
+        if onnx["exported"]
+        else f"none: {onnx['reason']}"
+    )
+    lines = [
+        f"# Model card: {d['model']} trained by `{d['method']}` on `{d['dataset']}`",
+        "",
+        f"- Method: `{d['method']}`, {PAPERS.get(d['method'], '')}",
+        f"- Dataset: `{d['dataset']}`; classes: {', '.join(pre['class_names']) or '-'}",
+        f"- Seed: {d['seed']}",
+        f"- Test accuracy of the deployed model: {d['test_accuracy']:.4f}",
+        f"- Input: float32 {tuple(pre['input_shape'])}, x = (raw / {pre['scale']:g} - mean) / std,"
+        f" mean {list(pre['mean'])}, std {list(pre['std'])}",
+        "",
+        "## Size",
+        "",
+        "| | parameters | nonzero | multiply-adds | file bytes |",
+        "|---|---|---|---|---|",
+        f"| dense parent | {size['parameters_dense']:,} | {size['nonzero_dense']:,} | "
+        f"{size['macs_dense']:,} | {size['bytes_dense']:,} |",
+        f"| compact (`{d['files']['weights']}`) | {size['parameters_compact']:,} | "
+        f"{size['nonzero_compact']:,} | {size['macs_compact']:,} | {size['bytes_compact']:,} |",
+        f"| sparse storage (`model-sparse.safetensors`) | | | | {size['bytes_sparse']:,} |",
+        "",
+        f"## Latency on {d['device']} ({d['threads']} threads; medians of interleaved repeats)",
+        "",
+        *_latency_rows(d["latency"]),
+        "",
+        f"Per-layer forms: {_forms_line(d['forms'])}",
+        "",
+        f"## ONNX\n\n{onnx_line}",
+        "",
+        "## Spec",
+        "",
+        "```json",
+        json.dumps(spec, indent=2, sort_keys=True),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _forms_line(forms: list[dict[str, Any]]) -> str:
+    if not forms:
+        return "no linear layers"
+    return "; ".join(
+        f"`{f['layer']}` {f['batch_1']} at batch 1, {f['batch_64']} at 64" for f in forms
+    )

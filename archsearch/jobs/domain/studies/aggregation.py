@@ -1,0 +1,99 @@
+"""Per-arm figures of a study: mean and standard deviation over its seeds.
+
+What each job contributes comes from its final metrics (`test_accuracy`, `parameters`,
+`macs`, `optimizer_steps`, a latency if the job measured one), its compact model's size in
+the artifact store, and its wall clock; an arm is over budget when any of its jobs spent
+more optimizer steps than the study allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from archsearch.jobs.domain.studies.pareto import pareto_front
+from archsearch.schemas.studies import ArmSummary, ParetoPoint, Stat
+
+# The measured CPU latency of the compact model (core/deploy: one sample per call first).
+LATENCY_KEYS = ("latency_batch_1_compact_ms", "compact_latency_ms", "latency_ms")
+COMPACT_LATENCY = re.compile(r"latency_batch_(\d+)_compact_ms")
+FIGURES = ("test_accuracy", "parameters", "macs", "optimizer_steps")
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What aggregation needs of one job, read from its row (and artifacts)."""
+
+    arm: str
+    method: str
+    status: str
+    metrics: Mapping[str, float]
+    wall_clock_s: float | None = None
+    compact_bytes: float | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def stat(values: Iterable[float | None]) -> Stat | None:
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    if not kept:
+        return None
+    std = statistics.stdev(kept) if len(kept) > 1 else 0.0
+    return Stat(mean=statistics.fmean(kept), std=std, n=len(kept))
+
+
+def latency(metrics: Mapping[str, float]) -> float | None:
+    for key in LATENCY_KEYS:
+        if key in metrics:
+            return metrics[key]
+    batches = {int(m[1]): k for k in metrics if (m := COMPACT_LATENCY.fullmatch(k))}
+    return metrics[batches[min(batches)]] if batches else None
+
+
+def compact_bytes(metrics: Mapping[str, float], stored: float | None) -> float | None:
+    """The compact model's serialised size as the job measured it, else its stored file."""
+    return metrics.get("bytes_compact", stored)
+
+
+def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> ArmSummary:
+    done = [j for j in jobs if j.status == "succeeded"]
+    figures = {name: stat(j.metrics.get(name) for j in done) for name in FIGURES}
+    spent = [j.metrics.get("optimizer_steps") for j in jobs]
+    return ArmSummary(
+        label=label,
+        method=jobs[0].method,
+        jobs=len(jobs),
+        counts=dict(Counter(j.status for j in jobs)),
+        **figures,
+        compact_bytes=stat(compact_bytes(j.metrics, j.compact_bytes) for j in done),
+        latency_ms=stat(latency(j.metrics) for j in done),
+        wall_clock_s=stat(j.wall_clock_s for j in done),
+        budget_steps=budget,
+        over_budget=budget is not None and any(s is not None and s > budget for s in spent),
+        params=dict(jobs[0].params),
+    )
+
+
+def summarise(
+    jobs: Sequence[JobFacts], budget: int | None
+) -> tuple[list[ArmSummary], list[ParetoPoint]]:
+    """Arms in first-seen order, each flagged when on the front; the front itself."""
+    by_arm: dict[str, list[JobFacts]] = {}
+    for job in jobs:
+        by_arm.setdefault(job.arm, []).append(job)
+    arms = [summarise_arm(label, group, budget) for label, group in by_arm.items()]
+    scored = [
+        (arm, arm.test_accuracy.mean, arm.parameters.mean)
+        for arm in arms
+        if arm.test_accuracy is not None and arm.parameters is not None
+    ]
+    pareto = []
+    for i in pareto_front([(accuracy, size) for _, accuracy, size in scored]):
+        arm, accuracy, size = scored[i]
+        arm.on_front = True
+        pareto.append(ParetoPoint(label=arm.label, test_accuracy=accuracy, parameters=size))
+    return arms, pareto

@@ -1,0 +1,131 @@
+"""A study request expanded into job specs: (arms x grid points x seeds), each validated
+with the jobs' own models and fitted to the study's budget (issue 12, "The resource").
+
+Pure (no database): the service checks the cap first, then every expanded spec; the first
+invalid one is refused with a 422 that names its arm and the field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from archsearch.core.errors import UserError
+from archsearch.core.spec import METHOD_NAMES, MODEL_NAMES, JobBase, parse_job_spec
+from archsearch.core.spec.budget import fit_to_budget, steps_for_epochs, train_size
+from archsearch.core.spec.common import merge_over_defaults
+from archsearch.schemas.studies import StudyArm, StudyCreate
+
+_UNION_TAGS = set(METHOD_NAMES) | set(MODEL_NAMES)
+
+
+class InvalidStudy(UserError):
+    """An expanded spec is invalid or the study is over a limit (422, naming the field)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    arm: str  # the arm's label, grid point included: "prune,density=0.1"
+    seed: int
+    spec: JobBase
+
+
+def set_path(spec: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of `spec` with the dotted `path` set (intermediate objects created)."""
+    head, _, rest = path.partition(".")
+    out = dict(spec)
+    if not rest:
+        out[head] = value
+        return out
+    inner = out.get(head)
+    out[head] = set_path(inner if isinstance(inner, Mapping) else {}, rest, value)
+    return out
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, in the order given ([{}] for no grid)."""
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def arm_label(arm: StudyArm, point: Mapping[str, Any]) -> str:
+    suffix = ",".join(f"{path.rsplit('.', 1)[-1]}={value}" for path, value in point.items())
+    return f"{arm.label},{suffix}" if suffix and arm.label != "base" else suffix or arm.label
+
+
+def planned_count(request: StudyCreate, arms: Sequence[StudyArm]) -> int:
+    """Jobs the study would create, counted without building the grid (it may be huge)."""
+    points = math.prod(len(values) for values in request.grid.values())
+    return len(arms) * points * len(request.seeds)
+
+
+def raw_spec(
+    request: StudyCreate, arm_spec: Mapping[str, Any], point: Mapping[str, Any], seed: int
+) -> dict[str, Any]:
+    """Base, then the arm, then the grid point; the study's dataset and the seed last."""
+    spec = merge_over_defaults(dict(request.base), dict(arm_spec))
+    for path, value in point.items():
+        spec = set_path(spec, path, value)
+    spec["dataset"] = dict(request.dataset)
+    return set_path(spec, "training.seed", seed)
+
+
+def error_field(loc: Sequence[Any]) -> str:
+    """'density' from pydantic's ('prune', 'density'): the union's tag names dropped."""
+    parts = [str(item) for item in loc if not (isinstance(item, str) and item in _UNION_TAGS)]
+    return ".".join(parts) or "spec"
+
+
+def parse_arm_spec(label: str, raw: dict[str, Any]) -> JobBase:
+    try:
+        return parse_job_spec(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            # The offending field is the discriminator itself ('method', or a model's 'name').
+            loc = (*loc, str(first.get("ctx", {}).get("discriminator", "")).strip("'"))
+        field = error_field(loc)
+        raise InvalidStudy(
+            f"arm {label!r}: {field}: {first['msg']}", field=f"arms[{label}].{field}"
+        ) from None
+
+
+def expand(request: StudyCreate, arms: Sequence[StudyArm]) -> Iterator[PlannedJob]:
+    """The jobs of a fixed study, arm by arm, grid point by point, seed by seed."""
+    for arm in arms:
+        for point in grid_points(request.grid):
+            label = arm_label(arm, point)
+            for seed in request.seeds:
+                spec = parse_arm_spec(label, raw_spec(request, arm.spec, point, seed))
+                yield PlannedJob(arm=label, seed=seed, spec=spec)
+
+
+def fit_budget(job: PlannedJob, steps: int, n_train: int, n_classes: int) -> PlannedJob:
+    """The job with its epoch knobs set so that it spends `steps` (see core.spec.budget)."""
+    try:
+        spec = fit_to_budget(job.spec, steps, n_train, n_classes)
+    except ValueError as exc:
+        raise InvalidStudy(f"arm {job.arm!r}: {exc}", field=f"arms[{job.arm}].budget") from None
+    return PlannedJob(arm=job.arm, seed=job.seed, spec=spec)
+
+
+def budget_steps(request: StudyCreate, n_train: int, n_classes: int) -> int | None:
+    """The budget in optimizer steps; epochs count at the base spec's batch size."""
+    if request.budget is None:
+        return None
+    if request.budget.steps is not None:
+        return request.budget.steps
+    assert request.budget.epochs is not None, "validated: steps or epochs"
+    base = parse_arm_spec("base", raw_spec(request, {"method": "train"} | request.base, {}, 0))
+    n = train_size(base.dataset, n_train, n_classes)
+    return max(1, steps_for_epochs(request.budget.epochs, n, base.training.batch_size))

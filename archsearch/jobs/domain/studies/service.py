@@ -1,0 +1,316 @@
+"""Study use cases: submit (expand into jobs), read (aggregate), cancel, and advance.
+
+A study's jobs go through the jobs' own path: each spec is validated as a submitted job
+would be (dataset here, model fits its inputs), placed with the submitter's priority,
+team and quota, and queued; the scheduler treats them like any other job. `advance` is
+the durable driver (see `adaptive.py`): callers hold no state between calls.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from archsearch.core.data.catalog import require_available
+from archsearch.core.errors import UserError
+from archsearch.core.spec import DatasetRef
+from archsearch.jobs.domain import repository as jobs_repository
+from archsearch.jobs.domain.accounts.service import Principal
+from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.datasets import repository as datasets_repository
+from archsearch.jobs.domain.errors import QueueUnavailable
+from archsearch.jobs.domain.repository import Placement
+from archsearch.jobs.domain.service import PRIORITIES, placement_for
+from archsearch.jobs.domain.studies import adaptive, expansion, preset
+from archsearch.jobs.domain.studies import repository as studies_repository
+from archsearch.jobs.domain.studies.expansion import InvalidStudy, PlannedJob
+from archsearch.jobs.domain.studies.tables import Study
+from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.validation import validate_submission
+from archsearch.jobs.platform.broker import Enqueuer
+from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    n_train: int
+    n_classes: int
+    input_shape: tuple[int, ...]
+
+
+@dataclass
+class Advance:
+    """What one `advance` did: jobs it created (to enqueue) and whether the study ended."""
+
+    new_jobs: list[tuple[uuid.UUID, str]] = field(default_factory=list)
+    ended: bool = False
+
+
+def dataset_facts(
+    session: Session, settings: Settings, dataset: dict[str, Any], team_id: uuid.UUID | None
+) -> DatasetFacts:
+    try:
+        ref = DatasetRef.model_validate(dataset)
+    except ValueError as exc:
+        raise InvalidStudy(f"dataset: {exc}", field="dataset") from None
+    if ref.name is not None:
+        info = require_available(ref.name, settings.data_dirs)
+        return DatasetFacts(info.train_size, info.num_classes, info.input_shape)
+    found = datasets_repository.find_dataset(session, str(ref.id), team_id=team_id)
+    if found is None:
+        raise InvalidStudy(f"no uploaded dataset {ref.id!r}", field="dataset.id")
+    return DatasetFacts(found.train_size, found.num_classes, tuple(found.input_shape))
+
+
+def study_arms(request: StudyCreate, facts: DatasetFacts) -> list[StudyArm]:
+    if request.preset == "best-small-model":
+        densities = tuple(request.preset_densities or preset.DENSITIES)
+        features = math.prod(facts.input_shape)
+        return preset.best_small_model(features, facts.n_classes, densities)
+    return request.arms or [StudyArm(label="base")]
+
+
+def check_cap(count: int, settings: Settings) -> None:
+    if count > settings.study_max_jobs:
+        raise InvalidStudy(
+            f"this study would create {count} jobs, over the cap of {settings.study_max_jobs} "
+            "(ARCHSEARCH_STUDY_MAX_JOBS); use fewer arms, grid values, seeds or trials",
+            field="arms",
+        )
+
+
+def plan_jobs(
+    session: Session,
+    settings: Settings,
+    request: StudyCreate,
+    facts: DatasetFacts,
+    team_id: uuid.UUID | None,
+) -> tuple[list[PlannedJob], int | None]:
+    """Every job of a fixed study, fitted to the budget and validated (once per arm)."""
+    arms = study_arms(request, facts)
+    check_cap(expansion.planned_count(request, arms), settings)
+    steps = expansion.budget_steps(request, facts.n_train, facts.n_classes)
+    planned, checked = [], set()
+    for job in expansion.expand(request, arms):
+        if steps is not None:
+            job = expansion.fit_budget(job, steps, facts.n_train, facts.n_classes)
+        if job.arm not in checked:
+            validate_planned(session, settings, job, team_id)
+            checked.add(job.arm)
+        planned.append(job)
+    return planned, steps
+
+
+def check_space(
+    session: Session,
+    settings: Settings,
+    request: StudyCreate,
+    facts: DatasetFacts,
+    steps: int | None,
+    team_id: uuid.UUID | None,
+) -> PlannedJob:
+    """An adaptive study's base at the low end of every knob, checked as a job now, so a
+    base no trial could run is a 422 at submit, not a study of failed trials."""
+    point = {path: _low_end(knob) for path, knob in request.space.items()}
+    label = "base"
+    raw = expansion.raw_spec(request, {}, point, request.seeds[0])
+    job = PlannedJob(arm=label, seed=request.seeds[0], spec=expansion.parse_arm_spec(label, raw))
+    if steps is not None:
+        job = expansion.fit_budget(job, steps, facts.n_train, facts.n_classes)
+    validate_planned(session, settings, job, team_id)
+    return job
+
+
+def _low_end(knob: KnobRange) -> Any:
+    if knob.choices:
+        return knob.choices[0]
+    assert knob.low is not None, "validated: a range has low and high"
+    return int(knob.low) if knob.integer else knob.low
+
+
+def validate_planned(
+    session: Session, settings: Settings, job: PlannedJob, team_id: uuid.UUID | None
+) -> None:
+    try:
+        validate_submission(session, job.spec, settings, team_id)
+    except InvalidStudy:
+        raise
+    except UserError as exc:
+        field_name = getattr(exc, "field", None) or "spec"
+        raise InvalidStudy(
+            f"arm {job.arm!r}: {exc}", field=f"arms[{job.arm}].{field_name}"
+        ) from exc
+
+
+def job_label(study: Study, arm: str, seed: int) -> str:
+    return f"{study.name[:100]}/{arm[:80]}/seed{seed}"[:200]
+
+
+def create_study_job(
+    session: Session, study: Study, job: PlannedJob, placement: Placement, trial: int | None = None
+) -> Job:
+    spec = job.spec
+    label = spec.label or job_label(study, job.arm, job.seed)
+    created = jobs_repository.create_job(
+        session, spec.method, spec.model_dump(mode="json"), label, placement
+    )
+    studies_repository.tag_job(created, study.id, job.arm, trial)
+    return created
+
+
+def new_study_row(
+    request: StudyCreate, principal: Principal, steps: int | None, arms: list[str]
+) -> Study:
+    config = request.model_dump(mode="json", exclude={"name", "dataset", "budget", "seeds"})
+    config.update(priority_level=PRIORITIES[request.priority], arm_labels=arms)
+    budget = None if request.budget is None else {**request.budget.model_dump(), "steps": steps}
+    return studies_repository.new_study(
+        name=request.name,
+        team_id=principal.team_id,
+        owner_id=principal.user_id,
+        dataset=dict(request.dataset),
+        base_spec=dict(request.base),
+        budget=budget,
+        seeds=list(request.seeds),
+        config=config,
+        sampler=request.sampler,
+        n_trials=request.n_trials,
+        parallel=request.parallel if request.sampler else None,
+    )
+
+
+def submit_study(
+    session: Session,
+    settings: Settings,
+    enqueuer: Enqueuer,
+    request: StudyCreate,
+    principal: Principal,
+) -> Study:
+    """Validate every job, store the study and its jobs in one commit, then wake workers
+    (an adaptive study asks its first trials right after)."""
+    principal.require("submit")
+    facts = dataset_facts(session, settings, request.dataset, principal.team_filter)
+    if request.sampler is not None:
+        check_cap(request.n_trials or 0, settings)
+        steps = expansion.budget_steps(request, facts.n_train, facts.n_classes)
+        probe = check_space(session, settings, request, facts, steps, principal.team_filter)
+        placement_for(probe.spec, principal, request.priority)
+        planned: list[PlannedJob] = []
+    else:
+        planned, steps = plan_jobs(session, settings, request, facts, principal.team_filter)
+    study = new_study_row(request, principal, steps, sorted({job.arm for job in planned}))
+    session.add(study)
+    session.flush()
+    jobs = [
+        create_study_job(session, study, job, placement_for(job.spec, principal, request.priority))
+        for job in planned
+    ]
+    session.commit()
+    wake(enqueuer, [(job.id, job.device) for job in jobs])
+    if request.sampler is not None:
+        step = advance_study(session, settings, study.id)
+        session.commit()
+        wake(enqueuer, step.new_jobs)
+    return study
+
+
+def wake(enqueuer: Enqueuer, jobs: list[tuple[uuid.UUID, str]]) -> None:
+    """One message per job, as a plain submit sends: each may wake a different idle worker."""
+    for job_id, device in jobs:
+        try:
+            enqueuer.enqueue(job_id, device)
+        except Exception as exc:
+            raise QueueUnavailable(
+                f"the study's jobs are stored but the queue is unreachable ({exc}); "
+                "workers will find them when it is back"
+            ) from exc
+
+
+def cancel_study(session: Session, study_id: uuid.UUID, principal: Principal) -> Study:
+    """Cancel the study's queued jobs at once and flag its running ones; ask no more trials."""
+    principal.require("submit")
+    study = studies_repository.get_study(
+        session, study_id, for_update=True, team_id=principal.team_filter
+    )
+    study.cancel_requested = True
+    for job_id in studies_repository.open_job_ids(session, study.id):
+        jobs_repository.request_cancel(session, job_id, principal.name)
+    session.flush()
+    _maybe_end(study, studies_repository.study_jobs(session, study.id), no_more=True)
+    session.commit()
+    return study
+
+
+def _maybe_end(study: Study, jobs: list[Job], no_more: bool) -> bool:
+    """Mark the study ended once no job is open and no trial is to come."""
+    if study.status != "running" or not no_more:
+        return False
+    if any(not JobStatus(job.status).terminal for job in jobs):
+        return False
+    study.status = "cancelled" if study.cancel_requested else "finished"
+    study.finished_at = utcnow()
+    return True
+
+
+def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> Advance:
+    """Under the study's row lock: tell finished trials, ask new ones, end the study when
+    all is done. Idempotent; the caller commits and enqueues `new_jobs`."""
+    study = studies_repository.get_study(session, study_id, for_update=True)
+    jobs = studies_repository.study_jobs(session, study.id)
+    if study.status != "running":
+        return Advance()
+    if study.sampler is None or study.cancel_requested:
+        return Advance(ended=_maybe_end(study, jobs, no_more=True))
+    ostudy = adaptive.open_optuna_study(study, settings.resolved_database_url)
+    adaptive.tell_finished(ostudy, study, jobs)
+    result = Advance()
+    for ask in adaptive.pending_asks(ostudy, study, jobs):
+        job = trial_job(session, settings, study, ostudy, ask)
+        if job is not None:
+            jobs.append(job)
+            result.new_jobs.append((job.id, job.device))
+    study.trials_asked = adaptive.trial_count(ostudy)
+    no_more = study.trials_asked >= (study.n_trials or 0)
+    result.ended = _maybe_end(study, jobs, no_more=no_more)
+    return result
+
+
+def trial_spec(study: Study, params: dict[str, Any]) -> dict[str, Any]:
+    spec = dict(study.base_spec)
+    for path, value in params.items():
+        spec = expansion.set_path(spec, path, value)
+    return spec
+
+
+def trial_job(
+    session: Session, settings: Settings, study: Study, ostudy: Any, ask: adaptive.Ask
+) -> Job | None:
+    """The job of one trial; an invalid sampled spec fails the trial instead."""
+    request = StudyCreate.model_validate(
+        {"name": study.name, "dataset": study.dataset, "seeds": study.seeds[:1]}
+    )
+    label = f"trial-{ask.number}"
+    try:
+        raw = expansion.raw_spec(request, trial_spec(study, ask.params), {}, study.seeds[0])
+        job = PlannedJob(arm=label, seed=study.seeds[0], spec=expansion.parse_arm_spec(label, raw))
+        if study.budget is not None:
+            facts = dataset_facts(session, settings, study.dataset, study.team_id)
+            job = expansion.fit_budget(job, study.budget["steps"], facts.n_train, facts.n_classes)
+        validate_planned(session, settings, job, study.team_id)
+    except UserError:
+        adaptive.fail_trial(ostudy, ask.number)
+        return None
+    placement = Placement(
+        actor=f"study {study.id}",
+        owner_id=study.owner_id,
+        team_id=study.team_id,
+        priority=int(study.config.get("priority_level", 0)),
+        device=job.spec.resources.device,
+        min_gpu_memory_gb=job.spec.resources.min_gpu_memory_gb,
+    )
+    return create_study_job(session, study, job, placement, trial=ask.number)

@@ -1,0 +1,118 @@
+"""A study as the API and the artifacts show it: per-arm figures over seeds, the Pareto
+front, one row per job, and each job's accuracy curve."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain import repository as jobs_repository
+from archsearch.jobs.domain.studies import repository as studies_repository
+from archsearch.jobs.domain.studies.aggregation import (
+    JobFacts,
+    compact_bytes,
+    latency,
+    summarise,
+)
+from archsearch.jobs.domain.studies.tables import Study
+from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.schemas.studies import StudyDetail, StudyPublic
+
+STUDY_ARTIFACTS = ("results.csv", "study.json", "pareto.png", "curves.png", "report.md")
+
+
+def job_facts(study: Study, jobs: list[Job], sizes: dict[uuid.UUID, int]) -> list[JobFacts]:
+    space = list(study.config.get("space") or {})
+    facts = []
+    for job in jobs:
+        wall = None
+        if job.started_at is not None and job.finished_at is not None:
+            wall = (job.finished_at - job.started_at).total_seconds()
+        facts.append(
+            JobFacts(
+                arm=job.study_arm or "base",
+                method=job.method,
+                status=JobStatus(job.status).value,
+                metrics=job.latest_metrics or {},
+                wall_clock_s=wall,
+                compact_bytes=sizes.get(job.id),
+                params={path: _at_path(job.spec, path) for path in space},
+            )
+        )
+    return facts
+
+
+def _at_path(spec: dict[str, Any], path: str) -> Any:
+    node: Any = spec
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def study_public(study: Study, counts: dict[str, int]) -> StudyPublic:
+    public = StudyPublic.model_validate(study)
+    return public.model_copy(update={"counts": counts})
+
+
+def read_study(session: Session, study_id: uuid.UUID, team_id: uuid.UUID | None) -> StudyDetail:
+    """The study with its per-arm figures and Pareto front."""
+    study = studies_repository.get_study(session, study_id, team_id=team_id)
+    jobs = studies_repository.study_jobs(session, study.id)
+    sizes = studies_repository.compact_sizes(session, [job.id for job in jobs])
+    budget = None if study.budget is None else study.budget.get("steps")
+    arms, pareto = summarise(job_facts(study, jobs, sizes), budget)
+    counts = dict(Counter(JobStatus(job.status).value for job in jobs))
+    return StudyDetail.model_validate(
+        {
+            **study_public(study, counts).model_dump(),
+            "config": study.config,
+            "arms": arms,
+            "pareto": pareto,
+            "artifacts": list(STUDY_ARTIFACTS) if study.artifacts_at else [],
+        }
+    )
+
+
+def list_studies(session: Session, team_id: uuid.UUID | None, limit: int) -> list[StudyPublic]:
+    studies = studies_repository.list_studies(session, team_id, limit)
+    counts = studies_repository.status_counts(session, [study.id for study in studies])
+    return [study_public(study, dict(counts[study.id])) for study in studies]
+
+
+def result_rows(session: Session, study_id: uuid.UUID) -> list[dict[str, Any]]:
+    """One row per job, for results.csv."""
+    study = studies_repository.get_study(session, study_id)
+    jobs = studies_repository.study_jobs(session, study_id)
+    sizes = studies_repository.compact_sizes(session, [job.id for job in jobs])
+    rows = []
+    for job, facts in zip(jobs, job_facts(study, jobs, sizes), strict=True):
+        metrics = facts.metrics
+        rows.append(
+            {
+                "job_id": str(job.id),
+                "arm": facts.arm,
+                "method": job.method,
+                "seed": _at_path(job.spec, "training.seed"),
+                "status": facts.status,
+                **{k: metrics.get(k) for k in ("test_accuracy", "parameters", "macs")},
+                "optimizer_steps": metrics.get("optimizer_steps"),
+                "compact_bytes": compact_bytes(metrics, facts.compact_bytes),
+                "latency_ms": latency(metrics),
+                "wall_clock_s": facts.wall_clock_s,
+            }
+        )
+    return rows
+
+
+def accuracy_curves(
+    session: Session, study_id: uuid.UUID
+) -> dict[str, list[list[tuple[int, float]]]]:
+    """Per arm, each job's test accuracy during training (step, value)."""
+    curves: dict[str, list[list[tuple[int, float]]]] = {}
+    for job in studies_repository.study_jobs(session, study_id):
+        series = jobs_repository.metric_series(session, job.id, ["test_accuracy"])
+        curves.setdefault(job.study_arm or "base", []).append(series.get("test_accuracy", []))
+    return curves

@@ -1,0 +1,187 @@
+"""Studies (issue 12): many jobs that compare methods at equal budget, as one resource.
+
+A study is a base spec, a budget, seeds, and arms (partial specs merged over the base), a
+grid over dotted spec paths, the `best-small-model` preset, or an adaptive sampler over
+declared knob ranges. Its summary gives per-arm mean and std over seeds and the Pareto
+front of test accuracy against parameters.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from archsearch.schemas.common import Public, UtcDatetime
+from archsearch.schemas.jobs import Priority
+
+Sampler = Literal["grid", "random", "tpe", "nsga2"]
+Objectives = Literal["accuracy", "accuracy-parameters"]
+Label = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.=+-]+$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StudyBudget(Strict):
+    """Optimizer steps every arm may spend, or epochs of the dataset (turned into steps
+    at the base spec's batch size)."""
+
+    steps: int | None = Field(default=None, ge=1, le=100_000_000)
+    epochs: float | None = Field(default=None, gt=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> StudyBudget:
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("give exactly one of 'steps' and 'epochs'")
+        return self
+
+
+class StudyArm(Strict):
+    label: str = Label
+    spec: dict[str, Any] = Field(
+        default_factory=dict, description="partial job spec merged over the study's base"
+    )
+
+
+class KnobRange(Strict):
+    """A knob an adaptive study samples: numbers in [low, high] or one of `choices`."""
+
+    low: float | None = Field(default=None, allow_inf_nan=False)
+    high: float | None = Field(default=None, allow_inf_nan=False)
+    log: bool = False
+    integer: bool = Field(default=False, description="whole numbers (low and high too)")
+    # Optuna stores choices as they are: plain JSON scalars only.
+    choices: list[str | int | float | bool | None] | None = Field(
+        default=None, min_length=1, max_length=100
+    )
+
+    @model_validator(mode="after")
+    def _range_or_choices(self) -> KnobRange:
+        numeric = self.low is not None and self.high is not None
+        if numeric == (self.choices is not None):
+            raise ValueError("give either 'low' and 'high', or 'choices'")
+        if numeric and not (
+            self.low is not None and self.high is not None and self.low < self.high
+        ):
+            raise ValueError("'low' must be below 'high'")
+        if self.log and numeric and self.low is not None and self.low <= 0:
+            raise ValueError("a 'log' range needs 'low' > 0")
+        if (
+            self.integer
+            and numeric
+            and not (float(self.low or 0).is_integer() and float(self.high or 0).is_integer())
+        ):
+            raise ValueError("an 'integer' range needs whole 'low' and 'high'")
+        return self
+
+
+class StudyCreate(Strict):
+    name: str = Field(min_length=1, max_length=200)
+    dataset: dict[str, Any] = Field(description="as a job's dataset, e.g. {'name': 'mnist'}")
+    base: dict[str, Any] = Field(
+        default_factory=dict, description="partial job spec every arm starts from"
+    )
+    budget: StudyBudget | None = None
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(
+        default=[0, 1, 2], min_length=1, max_length=20
+    )
+    arms: list[StudyArm] = Field(default_factory=list, max_length=1000)
+    grid: dict[str, Annotated[list[Any], Field(min_length=1, max_length=1000)]] = Field(
+        default_factory=dict, description="dotted spec path -> values; crossed with the arms"
+    )
+    preset: Literal["best-small-model"] | None = None
+    preset_densities: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10,
+        description="best-small-model: the densities (and edge fractions) it compares",
+    )
+    sampler: Sampler | None = Field(default=None, description="adaptive study over 'space'")
+    space: dict[str, KnobRange] = Field(default_factory=dict, description="dotted path -> range")
+    n_trials: int | None = Field(default=None, ge=1, le=10_000)
+    parallel: int = Field(default=2, ge=1, le=64)
+    objectives: Objectives = "accuracy-parameters"
+    priority: Priority = "normal"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StudyCreate:
+        if self.sampler is not None:
+            if self.arms or self.grid or self.preset:
+                raise ValueError(
+                    "an adaptive study ('sampler') takes 'space', not arms/grid/preset"
+                )
+            if not self.space or self.n_trials is None:
+                raise ValueError("an adaptive study needs 'space' and 'n_trials'")
+        elif self.space or self.n_trials is not None:
+            raise ValueError("'space' and 'n_trials' need a 'sampler'")
+        if self.preset and (self.arms or self.grid):
+            raise ValueError("a preset builds its own arms; leave out 'arms' and 'grid'")
+        if len({arm.label for arm in self.arms}) != len(self.arms):
+            raise ValueError("arm labels must be unique")
+        return self
+
+
+class Stat(BaseModel):
+    """Mean and (sample) standard deviation over the seeds that have a value."""
+
+    mean: float
+    std: float
+    n: int
+
+
+class ArmSummary(BaseModel):
+    label: str
+    method: str
+    jobs: int
+    counts: dict[str, int]
+    test_accuracy: Stat | None = None
+    parameters: Stat | None = None
+    macs: Stat | None = None
+    compact_bytes: Stat | None = None
+    latency_ms: Stat | None = None
+    optimizer_steps: Stat | None = None
+    wall_clock_s: Stat | None = None
+    budget_steps: int | None = None
+    over_budget: bool = False
+    on_front: bool = False
+    params: dict[str, Any] = Field(default_factory=dict, description="an adaptive trial's knobs")
+
+
+class ParetoPoint(BaseModel):
+    label: str
+    test_accuracy: float
+    parameters: float
+
+
+class StudyPublic(Public):
+    id: uuid.UUID
+    name: str
+    status: str
+    dataset: dict[str, Any]
+    budget: dict[str, Any] | None
+    seeds: list[int]
+    sampler: str | None
+    n_trials: int | None
+    parallel: int | None
+    trials_asked: int
+    cancel_requested: bool
+    owner_id: uuid.UUID | None
+    team_id: uuid.UUID | None
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    finished_at: UtcDatetime | None
+    counts: dict[str, int] = Field(default_factory=dict, description="jobs by status")
+
+
+class StudyDetail(StudyPublic):
+    config: dict[str, Any]
+    arms: list[ArmSummary] = Field(default_factory=list)
+    pareto: list[ParetoPoint] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class StudiesPublic(BaseModel):
+    data: list[StudyPublic]

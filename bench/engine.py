@@ -1,0 +1,436 @@
+"""Engine overhead against plain PyTorch (issue 16), measured side by side in one run.
+
+Each method runs in-process through the entry point the worker uses
+(`archsearch.core.methods.get_method`) with the service's `DbRunContext` (progress rows,
+checkpoints and artifacts written to a real database and object store), and is compared
+with a hand-written PyTorch loop of the same model, data tensors, batch size, epochs,
+optimiser and thread count. The plain loop shuffles with `randperm` each epoch and measures
+the test split after every epoch, as the job does (its history holds that number).
+
+Cases (CPU seconds from `time.process_time`, every case once per round, rounds
+interleaved so drift and neighbours' load hit every case alike; the ratio is the median
+over rounds of job / plain of the same round, the spread its min-max). An untimed warm-up
+run of each job comes first. The plain loops and the methods' floors (plain PyTorch loops
+of a method's own extra work) are in `bench/_engine_plain.py`; each method is printed
+against the plain dense loop and against its floor. The train job's CPU time is broken
+down into its parts, timed inside the job (`bench/_engine_breakdown.py`).
+- train: the default MLP (784-256-128-10) on MNIST. Floor: none (1.00x).
+- job: the same train job through the executor (`execute_next`: claim, dataset load, run,
+  record), i.e. what a worker does, against the same plain loop.
+- prune learned / prune free: each method's default MLP with learned masks (two
+  temperatures) and weight-free, against the plain dense loop of the same widths. Floor:
+  the two-temperature (or binary straight-through) mask loop with its penalty and second
+  optimiser, frozen at the job's own freeze step.
+- dnw: search, strategy dnw, static neural graph, against a plain loop of the same graph with
+  a fixed mask. Floor: the same graph with the gradient of every admissible edge and a
+  plain top-k over each graph's |w| after every step.
+- grow: the default grow job (no from-scratch baseline) against a plain loop of the final
+  widths for the same steps. Floor: the statistics and solves of each growth step; the plain
+  loop trains the final widths throughout, so a ratio below 1 is possible.
+
+--worker: a real Celery worker started cold (PostgreSQL and Redis): seconds until it lists
+itself in `workers` (it does so after its warm-up), the same train job run first on it and
+then warm (wall seconds from the job's started_at to finished_at), and the pool process's
+peak resident memory (VmHWM) after those MNIST jobs, with its anonymous and file-backed parts.
+
+Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 2] [--cases train,dnw]
+      [--database-url postgresql://...]   (default: a SQLite file in a temporary folder)
+     OMP_NUM_THREADS=1 python bench/engine.py --worker --database-url postgresql://...
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from _engine_breakdown import Breakdown  # noqa: E402
+from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa: E402
+
+from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
+from archsearch.core.methods import get_method  # noqa: E402
+from archsearch.core.spec import DatasetRef, JobBase, parse_job_spec  # noqa: E402
+from archsearch.jobs.domain.offer import Offer  # noqa: E402
+from archsearch.jobs.domain.tables import Job, JobStatus  # noqa: E402
+from archsearch.jobs.platform.db import transaction  # noqa: E402
+from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
+from archsearch.jobs.platform.services import Services  # noqa: E402
+from archsearch.jobs.platform.settings import Settings  # noqa: E402
+from archsearch.jobs.runtime.context import DbRunContext  # noqa: E402
+from archsearch.jobs.runtime.executor import execute_next  # noqa: E402
+
+DATA_DIRS = (REPO.parent / "shared" / "datasets",)
+CPU = torch.device("cpu")
+
+
+@dataclass
+class Case:
+    name: str
+    spec: dict[str, Any]
+    plain: str  # key of the plain loop it is compared with
+    floor: str
+    through_executor: bool = False
+    floor_loop: str | None = None  # key of the method's own floor loop (`_engine_plain`)
+
+
+def cases(epochs: int, grow_subset: int, search_subset: int) -> list[Case]:
+    mnist = {"name": "mnist"}
+    training = {"epochs": epochs}
+    return [
+        Case("train", {"method": "train", "dataset": mnist, "training": training}, "mlp", "1.00"),
+        Case(
+            "job",
+            {"method": "train", "dataset": mnist, "training": training},
+            "mlp",
+            "1.00 + dataset load",
+            through_executor=True,
+        ),
+        Case(
+            "prune learned",
+            {"method": "prune", "dataset": mnist, "training": training, "density": 0.1},
+            "mlp",
+            "masked fwd/bwd + mask optimiser until frozen",
+            floor_loop="prune",
+        ),
+        Case(
+            "prune free",
+            {"method": "prune", "dataset": mnist, "training": training, "weights": "free"},
+            "mlp",
+            "masked fwd/bwd + mask optimiser every step",
+            floor_loop="prune",
+        ),
+        Case(
+            "dnw",
+            {
+                "method": "search",
+                "dataset": {"name": "mnist", "train_subset": search_subset},
+                "training": {"epochs": 1},
+            },
+            "graph",
+            "top-k per step + admissible-edge gradient",
+            floor_loop="dnw",
+        ),
+        Case(
+            "grow",
+            {
+                "method": "grow",
+                "dataset": {"name": "mnist", "train_subset": grow_subset},
+                "training": {"epochs": 1},
+                "growth": {"baseline": False},
+            },
+            "grown",
+            "growth statistics and solves",
+        ),
+    ]
+
+
+# ---------------------------------------------------------------- jobs
+def bench_services(database_url: str | None, home: Path) -> Services:
+    settings = Settings(
+        home=home, database_url=database_url, broker_url=None, data_dir=DATA_DIRS[0]
+    )
+    settings.prepare_directories()
+    upgrade(settings.resolved_database_url)
+    return Services.from_settings(settings)
+
+
+def new_job(services: Services, spec: dict[str, Any], queued: bool) -> uuid.UUID:
+    # A job run directly is never queued: the executor case must find its own job next.
+    status = JobStatus.queued if queued else JobStatus.running
+    with transaction(services.sessions) as session:
+        raw = parse_job_spec(spec).model_dump(mode="json")
+        job = Job(method=spec["method"], spec=raw, status=status)
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def run_job(services: Services, case: Case, data: Dataset) -> dict[str, float]:
+    spec = parse_job_spec(case.spec)
+    job_id = new_job(services, case.spec, queued=case.through_executor)
+    if case.through_executor:
+        assert execute_next(services, Offer("cpu")) == job_id, "the bench's job runs next"
+        return {}
+    ctx = DbRunContext(services, job_id, CPU, threading.Event())
+    result = get_method(spec.method)(spec, data, ctx)
+    ctx.flush()
+    with transaction(services.sessions) as session:  # no "running" row left behind
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.status = JobStatus.succeeded
+    return result.metrics
+
+
+def cpu_seconds(work: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.process_time()
+    out = work()
+    return time.process_time() - start, out
+
+
+# ---------------------------------------------------------------- a real worker
+def worker_start(args: argparse.Namespace, home: Path) -> None:
+    """A Celery worker process from cold: seconds until it is listed in `workers` (it
+    registers after its warm-up), then the same train job twice (first on the fresh worker,
+    then warm), the pool process's peak resident memory, and its torch threads."""
+    import os
+    import subprocess
+
+    from archsearch.jobs.platform.broker import CeleryEnqueuer
+
+    env = {
+        "ARCHSEARCH_DATABASE_URL": args.database_url,
+        "ARCHSEARCH_BROKER_URL": args.broker_url,
+        "ARCHSEARCH_QUEUE_NAME": f"bench-engine-{uuid.uuid4().hex[:8]}",
+        "ARCHSEARCH_HOME": str(home),
+        "ARCHSEARCH_DATA_DIR": str(DATA_DIRS[0]),
+        "PYTHONPATH": str(REPO),
+        "ARCHSEARCH_TORCH_THREADS": "1",  # as the in-process cases (older code: OMP_NUM_THREADS)
+    }
+    settings = Settings(
+        **{
+            k.removeprefix("ARCHSEARCH_").lower(): v
+            for k, v in env.items()
+            if k.startswith("ARCHSEARCH_")
+        }
+    )
+    services = Services.from_settings(settings)
+    spec = {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 1}}
+    if hasattr(settings, "resolved_dataset_cache_dir"):  # the machine's cache, built before
+        from archsearch.jobs.runtime.data import load_job_dataset
+
+        load_job_dataset(services, parse_job_spec(spec))
+    started = time.monotonic()
+    log = open(home / "worker.log", "wb")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "archsearch.cli.main",
+            "worker",
+            "-n",
+            f"bench-{uuid.uuid4().hex[:6]}@%h",
+        ],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        pid, ready = wait_listed(services, worker, started)
+        runs = [run_on_worker(services, CeleryEnqueuer(settings), spec) for _ in range(2)]
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        memory = {k: int(status[k].split()[0]) / 1024 for k in ("VmHWM", "RssAnon", "RssFile")}
+    finally:
+        os.killpg(worker.pid, 15)
+        worker.wait(30)
+        services.engine.dispose()
+    print(f"\nworker: cold start to listed (ready) {ready:.1f} s")
+    for line in (home / "worker.log").read_text(errors="replace").splitlines():
+        if "torch threads, warmed up in" in line:
+            print("worker log:", line.split("] ", 1)[-1])
+    print(
+        f"train job (MLP, MNIST, 1 epoch): first {runs[0]:.2f} s, warm {runs[1]:.2f} s, "
+        f"first/warm {runs[0] / runs[1]:.2f}x"
+    )
+    print(
+        f"pool process: peak resident (VmHWM) {memory['VmHWM']:.0f} MB; after the jobs "
+        f"anonymous {memory['RssAnon']:.0f} MB + file-backed {memory['RssFile']:.0f} MB "
+        "(shared libraries, mapped datasets)"
+    )
+
+
+def wait_listed(services: Services, worker: Any, started: float) -> tuple[int, float]:
+    from archsearch.jobs.domain.tables import WorkerRecord
+
+    while time.monotonic() - started < 300:
+        assert worker.poll() is None, "the worker exited; see worker.log in its home"
+        with services.sessions() as session:
+            names = [r.name for r in session.query(WorkerRecord).all()]
+        if names:
+            return int(names[0].rsplit(":", 1)[1]), time.monotonic() - started
+        time.sleep(0.1)
+    raise TimeoutError("the worker never registered")
+
+
+def run_on_worker(services: Services, enqueuer: Any, spec: dict[str, Any]) -> float:
+    job_id = new_job(services, spec, queued=True)
+    enqueuer.enqueue(job_id)
+    while True:
+        with services.sessions() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            if job.status.terminal:
+                assert job.status is JobStatus.succeeded, job.error
+                assert job.started_at and job.finished_at
+                return (job.finished_at - job.started_at).total_seconds()
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- main
+def measure(
+    args: argparse.Namespace, services: Services, breakdown: Breakdown
+) -> dict[str, list[float]]:
+    full = load_dataset(DatasetRef(name="mnist"), DATA_DIRS)
+    chosen = [
+        c for c in cases(args.epochs, args.grow_subset, args.search_subset) if c.name in args.cases
+    ]
+    data = {c.name: subset(full, c) for c in chosen}
+    warm_up(services, chosen, data)
+    times: dict[str, list[float]] = {}
+    grown: dict[str, tuple[int, ...]] = {}
+    for r in range(args.rounds):
+        order = chosen[r % len(chosen) :] + chosen[: r % len(chosen)]
+        for case in order:
+            spec = parse_job_spec(case.spec)
+            timing = breakdown.timing() if case.name == "train" else contextlib.nullcontext()
+            with timing:
+                seconds, metrics = cpu_seconds(partial(run_job, services, case, data[case.name]))
+            if case.name == "train":
+                breakdown.record(seconds)
+            times.setdefault(case.name, []).append(seconds)
+            if case.name == "grow":
+                grown[case.name] = widths_of(metrics)
+            plain = plain_runner(case, spec, data[case.name], grown.get(case.name))
+            times.setdefault(f"plain {case.name}", []).append(cpu_seconds(plain)[0])
+            if case.floor_loop is not None:
+                floor = floor_runner(case, spec, data[case.name], metrics)
+                times.setdefault(f"floor {case.name}", []).append(cpu_seconds(floor)[0])
+            print(f"round {r + 1}: {case.name:14s} done", file=sys.stderr, flush=True)
+    return times
+
+
+def warm_up(services: Services, chosen: list[Case], data: dict[str, Dataset]) -> None:
+    """One untimed run of each job on 1,000 samples for one epoch: lazy imports and first-call
+    caches are paid before any timing, as a warm worker has paid them (its first job is
+    measured by --worker)."""
+    for case in chosen:
+        if case.through_executor:
+            continue  # the same method as "train", already warm
+        short = replace(
+            case, spec={**case.spec, "training": {**case.spec["training"], "epochs": 1}}
+        )
+        tiny = replace(
+            data[case.name],
+            x_train=data[case.name].x_train[:1000],
+            y_train=data[case.name].y_train[:1000],
+        )
+        run_job(services, short, tiny)
+
+
+def subset(full: Dataset, case: Case) -> Dataset:
+    ref = parse_job_spec(case.spec).dataset
+    if ref.train_subset is None:
+        return full
+    return replace(
+        full, x_train=full.x_train[: ref.train_subset], y_train=full.y_train[: ref.train_subset]
+    )
+
+
+def widths_of(metrics: dict[str, float]) -> tuple[int, ...]:
+    return tuple(int(metrics[f"width_{i}"]) for i in range(8) if f"width_{i}" in metrics)
+
+
+def plain_runner(
+    case: Case, spec: JobBase, data: Dataset, widths: tuple[int, ...] | None
+) -> Callable[[], None]:
+    if case.plain == "graph":
+        return lambda: plain_graph(data, spec)
+    if case.plain == "grown":
+        assert widths is not None, "the grow job ran first in its round"
+        return lambda: plain_mlp(data, spec, widths, nn.SELU)
+    # The job's own widths (the weight-free prune's default MLP is 784-128-10).
+    return lambda: plain_mlp(data, spec, spec.model.hidden, nn.ReLU)  # type: ignore[attr-defined]
+
+
+def floor_runner(
+    case: Case, spec: JobBase, data: Dataset, metrics: dict[str, float]
+) -> Callable[[], None]:
+    if case.floor_loop == "dnw":
+        return lambda: dnw_floor(data, spec)
+    frozen_at = int(metrics.get("masks_frozen_at_step", -1))  # the job's own freeze step
+    return lambda: prune_floor(data, spec, frozen_at)
+
+
+def ratio_cells(over: list[float], under: list[float]) -> tuple[float, str]:
+    """Median of the per-round ratios (same round, side by side) and their min-max."""
+    ratios = sorted(a / b for a, b in zip(over, under, strict=True))
+    return statistics.median(ratios), f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
+
+
+def report(args: argparse.Namespace, times: dict[str, list[float]]) -> None:
+    print(f"\nthreads {torch.get_num_threads()}, rounds {args.rounds}, MLP epochs {args.epochs}")
+    print("CPU seconds (medians); ratios: median over rounds of the same round's ratio, spread")
+    print(
+        f"{'case':14s} {'job s':>7s} {'plain s':>7s} {'job/plain':>9s} {'spread':>10s} "
+        f"{'floor s':>7s} {'job/floor':>9s} {'spread':>10s} {'floor/plain':>11s}  floor"
+    )
+    for case in cases(args.epochs, args.grow_subset, args.search_subset):
+        if case.name not in args.cases:
+            continue
+        job, plain = times[case.name], times[f"plain {case.name}"]
+        ratio, spread = ratio_cells(job, plain)
+        cells = f"{'-':>7s} {'-':>9s} {'-':>10s} {'-':>11s}"
+        if f"floor {case.name}" in times:
+            floor = times[f"floor {case.name}"]
+            over_floor, floor_spread = ratio_cells(job, floor)
+            cells = (
+                f"{statistics.median(floor):7.2f} {over_floor:8.2f}x {floor_spread:>10s} "
+                f"{ratio_cells(floor, plain)[0]:10.2f}x"
+            )
+        print(
+            f"{case.name:14s} {statistics.median(job):7.2f} {statistics.median(plain):7.2f} "
+            f"{ratio:8.2f}x {spread:>10s} {cells}  {case.floor}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=2, help="epochs of the MNIST MLP cases")
+    parser.add_argument("--grow-subset", type=int, default=10_000)
+    parser.add_argument("--search-subset", type=int, default=10_000)
+    names = "train,job,prune learned,prune free,dnw,grow"
+    parser.add_argument("--cases", default=names, type=lambda s: s.split(","))
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="only the real worker's cold start (needs --database-url of PostgreSQL and Redis)",
+    )
+    parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/12")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="archsearch-bench-engine-") as home:
+        if args.worker:
+            bench_services(args.database_url, Path(home)).engine.dispose()
+            worker_start(args, Path(home))
+            return
+        services = bench_services(args.database_url, Path(home))
+        breakdown = Breakdown()
+        times = measure(args, services, breakdown)
+        services.engine.dispose()
+    report(args, times)
+    if breakdown.seconds:
+        breakdown.report(statistics.median(times["plain train"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Regenerate docs/screenshots/*.png: the dashboard's pages in Debian's headless chromium.
+
+Runs an embedded `archsearch serve` on a scratch home (SQLite, in-process runner), submits a
+few small jobs on the digits dataset, uploads a tiny dataset, and photographs each page at
+1280 px (the jobs page also at 390 px). Nothing is written outside the scratch home but the
+PNGs.
+
+    python docs/screenshots.py            # writes docs/screenshots/*.png
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from playwright.sync_api import Page, sync_playwright
+
+OUT = Path(__file__).parent / "screenshots"
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+TRAIN = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 4}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(home: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "ARCHSEARCH_HOME": str(home),
+        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "OMP_NUM_THREADS": "1",
+    }
+    argv = [sys.executable, "-m", "archsearch.cli.main", "serve", "--port", str(port)]
+    log = open(home / "serve.log", "wb")
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_ready(url: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"archsearch serve did not answer at {url}")
+
+
+def submit(url: str, spec: dict[str, Any], *tags: str) -> str:
+    response = httpx.post(f"{url}/v1/jobs", json=spec, params=[("tag", t) for t in tags])
+    response.raise_for_status()
+    return str(response.json()["id"])
+
+
+def wait_finished(url: str, job_id: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(f"{url}/v1/jobs/{job_id}").json()["status"] in ("succeeded", "failed"):
+            return
+        time.sleep(1)
+    raise TimeoutError(f"job {job_id} did not finish")
+
+
+def upload_dataset(url: str) -> str:
+    """Three classes of 8x8 blobs, enough for a preview grid and class counts."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 40)
+    x = rng.random((len(y), 8, 8)).astype(np.float32) * 0.3
+    for i, label in enumerate(y):
+        x[i, 2 * label : 2 * label + 3, 2:6] += 0.7
+    buffer = io.BytesIO()
+    np.savez(buffer, x=x[:, None], y=y)  # (N, 1, 8, 8): grey images with a channel axis
+    files = {"file": ("blobs.npz", buffer.getvalue(), "application/octet-stream")}
+    response = httpx.post(f"{url}/v1/datasets", files=files, data={"name": "blobs"}, timeout=60)
+    response.raise_for_status()
+    return str(response.json()["id"])
+
+
+def shoot(page: Page, url: str, name: str, width: int = 1280) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(url)
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(800)  # charts draw after their data arrives
+    page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+    print(f"wrote {OUT / name}.png")
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="archsearch-shots-") as scratch:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        server = serve(Path(scratch), port)
+        try:
+            wait_ready(url)
+            photograph(url)
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=30)
+
+
+def photograph(url: str) -> None:
+    dataset = upload_dataset(url)
+    small = submit(url, {**TRAIN, "model": {"name": "mlp", "hidden": [32]}}, "demo", "small")
+    large = submit(url, {**TRAIN, "model": {"name": "mlp", "hidden": [256, 128]}}, "demo")
+    cnn = submit(url, {**TRAIN, "model": {"name": "cnn"}}, "demo", "cnn")
+    for job_id in (small, large, cnn):
+        wait_finished(url, job_id)
+    # Two long jobs: one runs, one waits behind it (the queue page shows why).
+    waiting = [submit(url, {**TRAIN, "training": {"epochs": 200}}, "long") for _ in range(2)]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+        page = browser.new_page()
+        shoot(page, f"{url}/", "jobs")
+        shoot(page, f"{url}/", "jobs-390", width=390)
+        shoot(page, f"{url}/jobs/{large}", "job")
+        shoot(page, f"{url}/submit", "submit")
+        shoot(page, f"{url}/compare?tag=demo", "compare")
+        shoot(page, f"{url}/queue", "queue")
+        shoot(page, f"{url}/datasets#{dataset}", "datasets")
+        browser.close()
+    for job_id in waiting:
+        httpx.post(f"{url}/v1/jobs/{job_id}/cancel")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The dashboard's pages in Debian's headless chromium, against real API and worker processes:
+submit through the form, watch a job live, download an artifact, cancel, compare."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import ConsoleErrors
+from tests.service.conftest import Accounts
+
+pytestmark = [pytest.mark.service, pytest.mark.browser]
+
+FAST = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 1}}
+
+
+def submit(api_url: str, token: str, spec: dict[str, Any], tags: tuple[str, ...] = ()) -> str:
+    response = httpx.post(
+        f"{api_url}/v1/jobs",
+        json=spec,
+        params=[("tag", t) for t in tags],
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def wait_status(api_url: str, token: str, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = httpx.get(
+            f"{api_url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"}
+        ).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return dict(job)
+        time.sleep(0.5)
+    raise TimeoutError(f"job {job_id} did not finish")
+
+
+def test_the_form_refuses_a_bad_field_next_to_it(alice: Page, api_url: str) -> None:
+    alice.goto(f"{api_url}/submit")
+    alice.select_option("#f-dataset\\.name", "name:digits")
+    alice.fill("#f-training\\.epochs", "0")
+    alice.locator("#f-training\\.epochs").dispatch_event("change")
+    alice.click("#submit")
+    field = alice.locator('[data-field="training.epochs"]')
+    expect(field.locator(".field-error")).to_contain_text("greater than or equal to 1")
+    assert alice.url == f"{api_url}/submit"  # nothing was submitted
+
+
+def test_a_job_submitted_by_the_form_draws_live_then_offers_its_artifacts(
+    alice: Page, api_url: str, console_errors: ConsoleErrors, tmp_path: Path
+) -> None:
+    alice.goto(f"{api_url}/submit")
+    alice.select_option("#f-dataset\\.name", "name:digits")
+    alice.fill("#f-training\\.epochs", "6")
+    alice.locator("#f-training\\.epochs").dispatch_event("change")
+    alice.fill("#tags", "live form")
+    alice.click("#submit")
+    alice.wait_for_url(f"{api_url}/jobs/*")
+    job_id = alice.url.rsplit("/", 1)[1]
+    alice.evaluate("window.__notReloaded = true")
+
+    progress, points = watch_until_finished(alice)
+    assert alice.evaluate("window.__notReloaded") is True
+    assert alice.evaluate("document.body.dataset.live") == "stream"  # SSE, not polling
+    assert len({p for p in progress if 0 < p < 1}) >= 2, progress  # the bar moved, live
+    assert points[-1] > points[0] >= 0 and len(set(points)) >= 3, points  # the curve grew
+    expect(alice.locator("#status")).to_have_text("succeeded")
+
+    row = alice.locator('#artifacts tr[data-name="metrics.json"]')
+    expect(row).to_be_visible()
+    shown_sha = row.locator(".sha").inner_text()
+    with alice.expect_download() as download_info:
+        row.get_by_role("link", name="download metrics.json").click()
+    saved = tmp_path / "metrics.json"
+    download_info.value.save_as(saved)
+    assert hashlib.sha256(saved.read_bytes()).hexdigest() == shown_sha
+    preview = alice.locator('#previews img[alt="curves.png"]')
+    preview.scroll_into_view_if_needed()
+    expect(preview).to_be_visible()
+    alice.wait_for_function("document.querySelector('#previews img').naturalWidth > 100")
+
+    alice.goto(f"{api_url}/?tag=form")
+    expect(alice.locator(f'#jobs tr[data-id="{job_id}"]')).to_be_visible()
+    assert console_errors == []
+
+
+def watch_until_finished(page: Page, timeout: float = 150) -> tuple[list[float], list[int]]:
+    """Samples of the progress bar and of the number of points on the loss chart."""
+    progress: list[float] = []
+    points: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        progress.append(float(page.eval_on_selector("#progress", "bar => bar.value")))
+        counted = page.evaluate(
+            "document.querySelector('[data-chart=\"loss\"]')?.dataset.points || '0'"
+        )
+        points.append(int(counted))
+        if page.locator("#status").inner_text() in ("succeeded", "failed", "cancelled"):
+            return progress, points
+        page.wait_for_timeout(150)
+    raise TimeoutError(f"the job page never showed the end; progress seen: {progress[-5:]}")
+
+
+def test_cancel_from_the_job_page(alice: Page, api_url: str, accounts: Accounts) -> None:
+    token = accounts.tokens["alice"]
+    job_id = submit(api_url, token, {**FAST, "training": {"epochs": 500}})
+    alice.goto(f"{api_url}/jobs/{job_id}")
+    alice.click("#cancel")
+    expect(alice.locator("#status")).to_have_text("cancelled", timeout=60_000)
+    assert wait_status(api_url, token, job_id)["status"] == "cancelled"
+
+
+def test_compare_two_jobs_by_tag_and_by_pick(
+    alice: Page, api_url: str, accounts: Accounts, console_errors: ConsoleErrors
+) -> None:
+    token = accounts.tokens["alice"]
+    tag = f"pair-{uuid.uuid4().hex[:6]}"
+    small = {**FAST, "model": {"name": "mlp", "hidden": [16]}}
+    large = {**FAST, "model": {"name": "mlp", "hidden": [128, 64]}}
+    ids = [submit(api_url, token, spec, (tag,)) for spec in (small, large)]
+    for job_id in ids:
+        assert wait_status(api_url, token, job_id)["status"] == "succeeded"
+
+    alice.goto(f"{api_url}/compare?tag={tag}")
+    expect(alice.locator("#compare-table tbody tr")).to_have_count(2)
+    expect(alice.locator("#overlay")).to_have_attribute("data-series", "2")
+    for scatter in ("#scatter-params", "#scatter-macs"):
+        expect(alice.locator(f"{scatter} circle")).to_have_count(2)
+        assert alice.locator(f"{scatter} circle.front").count() >= 1
+
+    alice.goto(f"{api_url}/compare")
+    for job_id in ids:
+        alice.check(f'#candidates input[value="{job_id}"]')
+    alice.click("#pick button[type=submit]")
+    expect(alice.locator("#compare-table tbody tr")).to_have_count(2)
+    assert console_errors == []
+
+
+def test_pages_are_readable_at_390_px(alice: Page, api_url: str) -> None:
+    alice.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/", "/submit", "/compare", "/queue", "/datasets"):
+        alice.goto(f"{api_url}{path}")
+        alice.wait_for_load_state("networkidle")
+        width = alice.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{path} is {width} px wide at a 390 px viewport"
+
+
+def test_the_keyboard_reaches_the_navigation_and_the_form(
+    alice: Page, api_url: str, console_errors: ConsoleErrors
+) -> None:
+    alice.goto(f"{api_url}/submit")
+    alice.wait_for_load_state("networkidle")
+    reached = []
+    for _ in range(80):
+        alice.keyboard.press("Tab")
+        reached.append(
+            alice.evaluate("document.activeElement.id || document.activeElement.textContent.trim()")
+        )
+        if reached[-1] == "submit":
+            break
+    assert reached[0] == "Skip to content"
+    for link in ("Jobs", "Submit", "Compare", "Queue", "Datasets", "Sign out"):
+        assert link in reached
+    assert {"method", "f-dataset.name", "f-training.epochs", "submit"} <= set(reached)
+    assert console_errors == []

@@ -1,0 +1,84 @@
+"""ONNX export checked with onnxruntime for every static family; latency measurement shape."""
+
+from __future__ import annotations
+
+import onnxruntime
+import pytest
+import torch
+
+from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
+from archsearch.core.deploy.latency import MIN_REPEATS, interleaved_medians
+from archsearch.core.deploy.onnx import onnx_artifact
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.spec.graph_model_configs import NeuralGraphConfig
+from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
+from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
+
+SHAPE = (1, 8, 8)
+EXPORTABLE = [
+    MLPConfig(hidden=(16,)),
+    CNNConfig(channels=(4, 6), hidden=(8,)),
+    VGGConfig(stages=((4,), (6, 6)), hidden=(8,)),
+    MobileNetV1Config(stem=4, blocks=((8, 1), (8, 2))),
+    NeuralGraphConfig(setting="static"),
+    NeuralGraphConfig(setting="discrete"),
+]
+
+
+@pytest.mark.parametrize(
+    "config", EXPORTABLE, ids=lambda c: f"{c.name}-{getattr(c, 'setting', '')}"
+)
+def test_onnx_outputs_equal_pytorch(config: object) -> None:
+    arch = Architecture(config, SHAPE, 10)  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    model = create_model(arch).eval()
+    x = torch.randn(5, *SHAPE)
+    data, record = onnx_artifact(model, arch, x)
+    assert data is not None and record["exported"], record
+    assert record["max_abs_diff"] < 1e-4
+    # A batch size other than the traced one runs too (dynamic batch axis).
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"input": torch.randn(3, *SHAPE).numpy()})
+    assert out.shape == (3, 10)
+
+
+def test_continuous_graph_says_it_has_no_onnx_form() -> None:
+    arch = Architecture(NeuralGraphConfig(setting="continuous"), SHAPE, 10)
+    data, record = onnx_artifact(create_model(arch), arch, torch.randn(2, *SHAPE))
+    assert data is None and not record["exported"]
+    assert "continuous-time" in record["reason"] and "no static graph" in record["reason"]
+
+
+def test_latency_repeats_are_interleaved_and_positive() -> None:
+    calls: list[str] = []
+    variants = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
+    measured = interleaved_medians(variants, budget_s=0.0)
+    assert all(m["median_s"] > 0 and m["repeats"] == MIN_REPEATS for m in measured.values())
+    rounds = [calls[i : i + 3] for i in range(0, len(calls), 3)]
+    assert len(rounds) == MIN_REPEATS + 1  # no budget: one warm-up round, the minimum repeats
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)  # each repeat runs each variant
+    assert len({r[0] for r in rounds}) == 3  # and no variant always goes first
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64])
+def test_chosen_forms_compute_the_dense_outputs(batch: int) -> None:
+    torch.manual_seed(0)
+    arch = Architecture(MLPConfig(hidden=(64, 32)), SHAPE, 10)
+    model = create_model(arch).eval()
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.weight.mul_(torch.rand_like(layer.weight) < 0.1)
+    chosen, report = choose_forms(model, SHAPE, budget_s=0.05)
+    assert [row["layer"] for row in report] == ["layers.0", "layers.1", "layers.2"]
+    for row in report:
+        assert {row["batch_1"], row["batch_64"]} <= {"dense", "sparse"}
+        assert row["batch_1_timing"]["dense_s"] > 0 and row["batch_1_timing"]["repeats"] >= 5
+    x = torch.randn(batch, *SHAPE)
+    with torch.no_grad():
+        torch.testing.assert_close(chosen(x), model(x), rtol=1e-5, atol=1e-5)
+    for small, large in (("sparse", "sparse"), ("dense", "sparse"), ("sparse", "dense")):
+        forms = [{"layer": row["layer"], "batch_1": small, "batch_64": large} for row in report]
+        forced = apply_forms(model, forms)
+        assert all(isinstance(layer, SparseLinear) for layer in forced.layers)
+        with torch.no_grad():
+            torch.testing.assert_close(forced(x), model(x), rtol=1e-5, atol=1e-5)
