@@ -6,6 +6,7 @@ few small jobs on the digits dataset, uploads a tiny dataset, and photographs ea
 PNGs.
 
     python docs/screenshots.py            # writes docs/screenshots/*.png
+    python docs/screenshots.py studies    # only the studies pages (studies*.png)
 """
 
 from __future__ import annotations
@@ -99,7 +100,49 @@ def shoot(page: Page, url: str, name: str, width: int = 1280) -> None:
     print(f"wrote {OUT / name}.png")
 
 
+# A small study: three arms at one budget of 24 steps, two seeds, for its table and plot.
+STUDY = {
+    "name": "best-small-mlp",
+    "dataset": {"name": "digits", "train_subset": 800},
+    "base": {"training": {"batch_size": 100}},
+    "budget": {"steps": 24},
+    "seeds": [0, 1],
+    "arms": [
+        {
+            "label": "train-w16",
+            "spec": {"method": "train", "model": {"name": "mlp", "hidden": [16]}},
+        },
+        {
+            "label": "train-w64",
+            "spec": {"method": "train", "model": {"name": "mlp", "hidden": [64]}},
+        },
+        {
+            "label": "prune-d0.2",
+            "spec": {"method": "prune", "density": 0.2, "model": {"name": "mlp", "hidden": [64]}},
+        },
+    ],
+}
+
+
+def photograph_studies(url: str) -> None:
+    response = httpx.post(f"{url}/v1/studies", json=STUDY, timeout=60)
+    response.raise_for_status()
+    study_id = response.json()["id"]
+    deadline = time.monotonic() + 600
+    while not httpx.get(f"{url}/v1/studies/{study_id}").json()["artifacts"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"study {study_id} did not end with its artifacts")
+        time.sleep(1)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+        page = browser.new_page()
+        shoot(page, f"{url}/studies", "studies")
+        shoot(page, f"{url}/studies/{study_id}", "studies-study")
+        browser.close()
+
+
 def main() -> None:
+    only_studies = sys.argv[1:] == ["studies"]
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="archsearch-shots-") as scratch:
         port = free_port()
@@ -107,7 +150,9 @@ def main() -> None:
         server = serve(Path(scratch), port)
         try:
             wait_ready(url)
-            photograph(url)
+            if not only_studies:
+                photograph(url)
+            photograph_studies(url)
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(timeout=30)

@@ -32,6 +32,8 @@ RUN_TIME_MODULES = ("torch", "archsearch.worker", "archsearch.jobs.runtime")
 ALLOWED_LOCAL_IMPORTS = {
     # `serve` answers at once; torch loads when the embedded runner takes its first job.
     ("archsearch/jobs/runtime/runner.py", "archsearch.jobs.runtime.executor"),
+    # ... and the torch thread count is set then too (device.py imports torch).
+    ("archsearch/jobs/runtime/runner.py", "archsearch.jobs.runtime.device"),
 }
 
 

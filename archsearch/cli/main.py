@@ -52,14 +52,15 @@ main.add_command(study)
 @click.argument("spec_file", type=click.File("r"))
 @url_option
 @click.option("--wait/--no-wait", "wait_", default=False, help="wait for the job to finish")
-def submit(spec_file: IO[str], url: str, wait_: bool) -> None:
+@click.option("--tag", "tags", multiple=True, help="tag the job (repeatable)")
+def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> None:
     """Submit the job described by SPEC_FILE (JSON; '-' reads standard input)."""
     try:
         spec = json.load(spec_file)
     except json.JSONDecodeError as exc:
         fail(f"{spec_file.name} is not valid JSON: {exc}")
     with client_for(url) as client:
-        job = client.submit(spec)
+        job = client.submit(spec, tags=tags)
         console.print(str(job.id))
         if wait_:
             _wait_with_progress(client, job)
@@ -69,14 +70,20 @@ def submit(spec_file: IO[str], url: str, wait_: bool) -> None:
 @url_option
 @click.option("--status", multiple=True, help="only jobs in this status (repeatable)")
 @click.option("--method", multiple=True, help="only jobs of this method (repeatable)")
+@click.option("--tag", multiple=True, help="only jobs carrying this tag (repeatable: all of them)")
 @click.option("--limit", default=20, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="print only the full ids, one a line")
 def list_(
-    url: str, status: tuple[str, ...], method: tuple[str, ...], limit: int, quiet: bool
+    url: str,
+    status: tuple[str, ...],
+    method: tuple[str, ...],
+    tag: tuple[str, ...],
+    limit: int,
+    quiet: bool,
 ) -> None:
     """List jobs, newest first; any command takes the id shown (or the full id)."""
     with client_for(url) as client:
-        jobs = client.list_jobs(list(status), list(method), limit=limit).data
+        jobs = client.list_jobs(list(status), list(method), limit=limit, tag=tag).data
     if quiet:
         click.echo("".join(f"{job.id}\n" for job in jobs), nl=False)
         return

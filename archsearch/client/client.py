@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,9 +109,16 @@ class ArchsearchClient(StudiesMixin):
 
     # ---- jobs --------------------------------------------------------------------------
 
-    def submit(self, spec: Mapping[str, Any], priority: str | None = None) -> JobPublic:
-        """Submit a job spec; sent once, never retried."""
-        params = {"priority": priority} if priority else {}
+    def submit(
+        self,
+        spec: Mapping[str, Any],
+        priority: str | None = None,
+        tags: Sequence[str] = (),
+    ) -> JobPublic:
+        """Submit a job spec with its tags; sent once, never retried."""
+        params: dict[str, Any] = {"tag": list(tags)}
+        if priority:
+            params["priority"] = priority
         response = self._send("POST", "/v1/jobs", json=dict(spec), params=params)
         return JobPublic.model_validate_json(response.content)
 
@@ -125,8 +132,11 @@ class ArchsearchClient(StudiesMixin):
         limit: int = 50,
         cursor: str | None = None,
         id_prefix: str | None = None,
+        tag: Sequence[str] = (),
     ) -> JobsPublic:
+        """A page of jobs, newest first; `tag` keeps the jobs carrying every tag given."""
         params: dict[str, Any] = {"limit": limit, "status": status or [], "method": method or []}
+        params["tag"] = list(tag)
         if cursor:
             params["cursor"] = cursor
         if id_prefix:

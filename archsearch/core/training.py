@@ -206,16 +206,7 @@ def fit(
         history.append(row)
         ctx.report((epoch + 1) * per_epoch, total, **{k: v for k, v in row.items() if k != "epoch"})
         ctx.save_checkpoint(
-            {
-                "phase": phase,
-                "epoch": epoch + 1,
-                "history": history,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": torch.get_rng_state(),
-                "extra": hooks.extra_state() if hooks.extra_state else {},
-            }
+            _checkpoint_state(phase, epoch + 1, history, model, optimizer, scheduler, hooks)
         )
     last = history[-1] if history else {}
     return FitResult(
@@ -224,6 +215,28 @@ def fit(
         last.get("test_accuracy", float("nan")),
         None if hooks.after_epoch else counts,
     )
+
+
+def _checkpoint_state(
+    phase: str,
+    epochs_done: int,
+    history: list[dict[str, float]],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    hooks: TrainHooks,
+) -> dict[str, Any]:
+    """What `_restore` needs to continue after `epochs_done` epochs of `phase`."""
+    return {
+        "phase": phase,
+        "epoch": epochs_done,
+        "history": history,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": torch.get_rng_state(),
+        "extra": hooks.extra_state() if hooks.extra_state else {},
+    }
 
 
 def _train_epoch(

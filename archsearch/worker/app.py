@@ -20,10 +20,11 @@ from archsearch.jobs.platform.celery_config import celery_config
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
-from archsearch.jobs.runtime.device import apply_torch_threads, preload, warm_up
+from archsearch.jobs.runtime.device import apply_torch_threads
 from archsearch.jobs.runtime.executor import worker_name
 from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
 from archsearch.jobs.runtime.studies import advance_open_studies
+from archsearch.jobs.runtime.warmup import preload, warm_up
 from archsearch.worker.presence import end_presence, start_presence
 from archsearch.worker.process import WorkerProcess
 from archsearch.worker.tasks import register_tasks

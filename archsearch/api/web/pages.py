@@ -26,7 +26,9 @@ from archsearch.core.spec import METHOD_NAMES, job_spec_adapter
 from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
-from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.studies import repository as studies_repository
+from archsearch.jobs.domain.studies import summary as studies_summary
+from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.services import Services
 
 HERE = Path(__file__).parent
@@ -140,6 +142,41 @@ def queue_page(request: Request) -> Response:
 @router.get("/datasets", response_class=HTMLResponse)
 def datasets_page(request: Request) -> Response:
     return page(request, "datasets.html", "datasets")
+
+
+@router.get("/studies", response_class=HTMLResponse)
+def studies_page(request: Request) -> Response:
+    return page(request, "studies.html", "studies")
+
+
+@router.get("/studies/{study_id}", response_class=HTMLResponse)
+def study_page(request: Request, study_id: str) -> Response:
+    """A study's first state, from the same summary `GET /v1/studies/{id}` gives, and its
+    jobs (no `/v1` route lists a study's jobs; the page follows their status live)."""
+    seen = viewer(request)
+    if seen is None:
+        return page(request, "study.html", "studies")
+    services = _services(request)
+    try:
+        with services.sessions() as session:
+            detail = studies_summary.read_study(session, uuid.UUID(study_id), seen[0].team_filter)
+            jobs = [study_job(job) for job in studies_repository.study_jobs(session, detail.id)]
+    except (NotFound, ValueError):
+        # Another team's study answers exactly as a missing one, as the API does.
+        return render(request, "not_found.html", "studies", {"what": f"study {study_id}"}, 404)
+    context = {"study_id": study_id, "initial": detail.model_dump(mode="json"), "jobs": jobs}
+    return render(request, "study.html", "studies", context)
+
+
+def study_job(job: Job) -> dict[str, Any]:
+    training = job.spec.get("training") or {}
+    return {
+        "id": str(job.id),
+        "arm": job.study_arm,
+        "trial": job.study_trial,
+        "seed": training.get("seed") if isinstance(training, dict) else None,
+        "status": JobStatus(job.status).value,
+    }
 
 
 @router.get("/signin", response_class=HTMLResponse)
