@@ -292,6 +292,8 @@ class ArchsearchClient(StudiesMixin):
             with self.http.stream("GET", path, headers=headers, timeout=timeout) as response:
                 if response.status_code >= 400:
                     self._refuse_stream(job_id, response)
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    raise NoStreams()  # a server (or proxy) that answers the path with JSON
                 outage.reset()
                 for event in parse_events(response.iter_lines()):
                     if event is not None and (finished := follower.take(event)) is not None:

@@ -17,7 +17,7 @@ from tests.embedded import start_embedded
 from tests.service import procs
 from tests.service.sse import points, read_stream
 
-JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 3}}
+JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 15}}
 
 
 def test_parse_events_reads_what_the_server_sends() -> None:

@@ -34,6 +34,7 @@ from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.errors import Busy
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.datasets import DatasetsPublic, UploadedDatasetPublic
+from archsearch.schemas.errors import ErrorBody
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 # Parsing an upload (a .csv row by row) is the API's one CPU-bound Python code. With the
@@ -71,7 +72,9 @@ def list_datasets(
     status_code=status.HTTP_201_CREATED,
     response_model=UploadedDatasetPublic,
     responses={
-        200: {"description": "the same upload was stored before", "model": UploadedDatasetPublic}
+        200: {"description": "the same upload was stored before", "model": UploadedDatasetPublic},
+        # Starlette refuses a multipart body it cannot parse before any handler runs.
+        400: {"model": ErrorBody, "description": "the body is not valid multipart form data"},
     },
 )
 async def upload_dataset(

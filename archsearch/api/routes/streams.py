@@ -21,7 +21,7 @@ from archsearch.api.deps import ServicesDep
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.api.streaming import sse_frame
-from archsearch.jobs.domain import repository
+from archsearch.jobs.domain import repository, streams_repository
 from archsearch.jobs.domain.errors import InvalidCursor
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.streams import STREAM_POSITION_PATTERN, StreamPosition
@@ -46,6 +46,7 @@ BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 
 @router.get("/stream", response_class=StreamingResponse, responses=STREAM_RESPONSES)
 async def stream_jobs(
+    services: ServicesDep,
     principal: CurrentUser,
     broadcaster: BroadcasterDep,
     status_: Annotated[list[JobStatus], Query(alias="status")] = [],  # noqa: B006
@@ -53,6 +54,8 @@ async def stream_jobs(
 ) -> StreamingResponse:
     """`job` events (a JobPublic) as the caller's visible jobs are submitted, change state or
     progress (at most about once a second per job), filtered like `GET /v1/jobs`."""
+    async with AsyncSession(services.async_reader) as session:
+        await session.run_sync(streams_repository.latest_job_change, principal.team_filter)
     statuses = frozenset(s.value for s in status_)
     watch = broadcaster.watch_list(principal.team_filter, statuses, frozenset(method))
     return _response(broadcaster.frames(watch))

@@ -63,6 +63,15 @@ class MetricRow:
     value: float
 
 
+def latest_job_change(session: Session, team_id: uuid.UUID | None) -> datetime | None:
+    """When a job the caller may see last changed: the jobs stream reads it before it starts,
+    so an unreachable database answers 503 like every route instead of a silent stream."""
+    query = select(func.max(Job.updated_at))
+    if team_id is not None:
+        query = query.where(Job.team_id == team_id)
+    return session.execute(query).scalar_one_or_none()
+
+
 def watched_jobs(
     session: Session, job_ids: Collection[uuid.UUID], updated_since: datetime | None
 ) -> list[Any]:

@@ -97,7 +97,8 @@
     }
     for (const [key, c] of charts) {
       const holder = box.querySelector(`[data-chart="${CSS.escape(key)}"]`);
-      holder.dataset.points = String(c.names.reduce((n, name) => n + series.get(name).length, 0));
+      // A chart may name a series the last full reload no longer has (series.clear()).
+      holder.dataset.points = String(c.names.reduce((n, name) => n + (series.get(name) || []).length, 0));
     }
   }
 
