@@ -18,17 +18,14 @@ import hmac
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 from starlette.requests import HTTPConnection
 
-from archsearch.jobs.domain.accounts import repository as account_repo
-from archsearch.jobs.domain.accounts.service import Principal
+from archsearch.jobs.domain.accounts.service import Principal, principal_for_digest
 from archsearch.jobs.domain.accounts.tokens import token_digest
-from archsearch.jobs.domain.base import as_utc
-from archsearch.jobs.domain.errors import Forbidden, Unauthenticated
+from archsearch.jobs.domain.errors import Forbidden
 from archsearch.jobs.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -111,19 +108,10 @@ def own_origin(connection: HTTPConnection) -> str:
 
 
 def principal_for_session(session: Session, web: WebSession) -> Principal:
-    """The token's owner, as `accounts.service.authenticate` finds a bearer token's owner."""
-    found = account_repo.token_with_user(session, web.token_digest)
-    if found is None:
-        raise Unauthenticated("this session's token no longer exists; sign in again")
-    token, user = found
-    if token.revoked_at is not None:
-        raise Unauthenticated(f"token {token.prefix}… was revoked; sign in with a new one")
-    if token.expires_at is not None and as_utc(token.expires_at) <= datetime.now(UTC):
-        raise Unauthenticated(f"token {token.prefix}… expired; sign in with a new one")
-    return Principal(
-        name=user.name,
-        scope=token.scope,
-        is_admin=user.is_admin and token.scope == "admin",
-        user_id=user.id,
-        team_id=user.team_id,
+    """The token's owner, by the same check as a bearer token's (`accounts.service`)."""
+    return principal_for_digest(
+        session,
+        web.token_digest,
+        unknown="this session's token no longer exists; sign in again",
+        renew="sign in with a new one",
     )

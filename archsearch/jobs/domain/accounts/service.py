@@ -50,14 +50,28 @@ def authenticate(session: Session, authorization: str | None) -> Principal:
     kind, _, value = authorization.partition(" ")
     if kind.lower() != "bearer" or not looks_like_token(value.strip()):
         raise Unauthenticated("malformed Authorization header: expected 'Bearer ast_...'")
-    found = repository.token_with_user(session, token_digest(value.strip()))
+    return principal_for_digest(
+        session,
+        token_digest(value.strip()),
+        unknown="unknown token",
+        renew="ask an admin for a new one",
+    )
+
+
+def principal_for_digest(session: Session, digest: str, *, unknown: str, renew: str) -> Principal:
+    """The owner of the token with this digest, if it is neither revoked nor expired: the one
+    check behind a bearer token and a dashboard session. `unknown` is the message when no
+    token has the digest; `renew` says how to get a new one."""
+    found = repository.token_with_user(session, digest)
     if found is None:
-        raise Unauthenticated("unknown token")
+        raise Unauthenticated(unknown)
     token, user = found
     if token.revoked_at is not None:
-        raise Unauthenticated(f"token {token.prefix}… was revoked; ask an admin for a new one")
+        raise Unauthenticated(f"token {token.prefix}… was revoked; {renew}")
     if token.expires_at is not None and as_utc(token.expires_at) <= datetime.now(UTC):
-        raise Unauthenticated(f"token {token.prefix}… expired at {token.expires_at.isoformat()}")
+        raise Unauthenticated(
+            f"token {token.prefix}… expired at {token.expires_at.isoformat()}; {renew}"
+        )
     return Principal(
         name=user.name,
         scope=token.scope,
