@@ -3,37 +3,49 @@
 Each method runs in-process through the entry point the worker uses
 (`archsearch.core.methods.get_method`) with the service's `DbRunContext` (progress rows,
 checkpoints and artifacts written to a real database and object store), and is compared
-with a hand-written PyTorch loop of the same model, data tensors, batch size, epochs,
-optimiser and thread count. The plain loop shuffles with `randperm` each epoch and measures
-the test split after every epoch, as the job does (its history holds that number).
+with a hand-written PyTorch loop of the same model, data, batch size, epochs, optimiser,
+learning-rate schedule and thread count. The plain loop holds the inputs as normalised
+float tensors in memory (the job keeps raw uint8 rows and normalises each batch), shuffles
+with `randperm` each epoch and measures the test split after every epoch in batches of
+512, as the job does (its history holds that number).
 
-Cases (CPU seconds from `time.process_time`, every case once per round, rounds
-interleaved so drift and neighbours' load hit every case alike; the ratio is the median
-over rounds of job / plain of the same round, the spread its min-max). An untimed warm-up
-run of each job comes first. The plain loops and the methods' floors (plain PyTorch loops
-of a method's own extra work) are in `bench/_engine_plain.py`; each method is printed
-against the plain dense loop and against its floor. The train job's CPU time is broken
-down into its parts, timed inside the job (`bench/_engine_breakdown.py`).
-- train: the default MLP (784-256-128-10) on MNIST. Floor: none (1.00x).
+Three references per case:
+- plain: the loop as a user writes it, with torch's default optimiser kernel (on a CPU, the
+  per-tensor loop);
+- fused: the same loop with the fused optimiser kernel the engine picks
+  (`core.training.fusable`): job / fused is the engine's own overhead;
+- floor (where a method has extra work): the plain loop plus only the work the method
+  really has to do, written plainly (`bench/_engine_plain.py`, `bench/_engine_grow_floor.py`),
+  with the fused kernel like the job; job / floor is the engine's overhead on that method
+  and floor / fused the price of the method itself.
+
+CPU seconds from `time.process_time`, every case once per round, rounds interleaved so
+drift and neighbours' load hit every case alike; a ratio is the median over rounds of the
+same round's ratio, the spread its min-max. An untimed warm-up run of each job comes first.
+The train job's CPU time is broken down into its parts, timed inside the job
+(`bench/_engine_breakdown.py`): the fixed end-of-job work (model files, ONNX export and
+check, latency, plots) is what the plain loop does not do at all.
+- train: the default MLP (784-256-128-10) on MNIST at the documented default epochs (10).
 - job: the same train job through the executor (`execute_next`: claim, dataset load, run,
   record), i.e. what a worker does, against the same plain loop.
 - prune learned / prune free: each method's default MLP with learned masks (two
-  temperatures) and weight-free, against the plain dense loop of the same widths. Floor:
-  the two-temperature (or binary straight-through) mask loop with its penalty and second
-  optimiser, frozen at the job's own freeze step.
-- dnw: search, strategy dnw, static neural graph, against a plain loop of the same graph with
-  a fixed mask. Floor: the same graph with the gradient of every admissible edge and a
-  plain top-k over each graph's |w| after every step.
-- grow: the default grow job (no from-scratch baseline) against a plain loop of the final
-  widths for the same steps. Floor: the statistics and solves of each growth step; the plain
-  loop trains the final widths throughout, so a ratio below 1 is possible.
+  temperatures, density 0.1) and weight-free, against the plain dense loop of the same
+  widths. Floor: the two-temperature (or binary straight-through) mask loop with its
+  penalty and second optimiser, frozen at the job's own freeze step.
+- dnw: search, strategy dnw, static neural graph, one epoch of MNIST, against a plain loop
+  of the same graph with a fixed mask. Floor: the same graph with the gradient of every
+  admissible edge and a plain top-k over each graph's |w| after every step.
+- grow: the default grow job (no from-scratch baseline, 10,000 samples, one epoch) against
+  a plain loop of the final widths for the same steps. Floor: the same growth schedule
+  written plainly (statistics, solves, line search, widening); the plain loop trains the
+  final widths throughout.
 
 --worker: a real Celery worker started cold (PostgreSQL and Redis): seconds until it lists
 itself in `workers` (it does so after its warm-up), the same train job run first on it and
 then warm (wall seconds from the job's started_at to finished_at), and the pool process's
 peak resident memory (VmHWM) after those MNIST jobs, with its anonymous and file-backed parts.
 
-Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 2] [--cases train,dnw]
+Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 10] [--cases train,dnw]
       [--database-url postgresql://...]   (default: a SQLite file in a temporary folder)
      OMP_NUM_THREADS=1 python bench/engine.py --worker --database-url postgresql://...
 """
@@ -61,9 +73,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _engine_breakdown import Breakdown  # noqa: E402
+from _engine_grow_floor import grow_floor  # noqa: E402
 from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa: E402
 
-from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
+from archsearch.core.data.loaders import Dataset, load_dataset, training_subset  # noqa: E402
 from archsearch.core.methods import get_method  # noqa: E402
 from archsearch.core.spec import DatasetRef, JobBase, parse_job_spec  # noqa: E402
 from archsearch.jobs.domain.offer import Offer  # noqa: E402
@@ -135,7 +148,8 @@ def cases(epochs: int, grow_subset: int, search_subset: int) -> list[Case]:
                 "growth": {"baseline": False},
             },
             "grown",
-            "growth statistics and solves",
+            "growth statistics, solves, line search",
+            floor_loop="grow",
         ),
     ]
 
@@ -238,6 +252,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
             line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
         )
         memory = {k: int(status[k].split()[0]) / 1024 for k in ("VmHWM", "RssAnon", "RssFile")}
+        memory.update(mapped_memory(pid, settings.resolved_dataset_cache_dir))
     finally:
         os.killpg(worker.pid, 15)
         worker.wait(30)
@@ -255,6 +270,25 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"anonymous {memory['RssAnon']:.0f} MB + file-backed {memory['RssFile']:.0f} MB "
         "(shared libraries, mapped datasets)"
     )
+    print(
+        f"pool process: mapped dataset cache resident {memory['dataset']:.0f} MB; proportional "
+        f"set size (Pss: pages shared with the worker's main process counted by share) "
+        f"{memory['Pss']:.0f} MB"
+    )
+
+
+def mapped_memory(pid: int, cache_dir: Path) -> dict[str, float]:
+    """MB resident of the mapped dataset cache files, and the process's Pss."""
+    dataset_kb, mapping = 0, ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            mapping = fields[5] if len(fields) > 5 else ""
+        elif fields[0] == "Rss:" and mapping.startswith(str(cache_dir)):
+            dataset_kb += int(fields[1])
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    pss_kb = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+    return {"dataset": dataset_kb / 1024, "Pss": pss_kb / 1024}
 
 
 def wait_listed(services: Services, worker: Any, started: float) -> tuple[int, float]:
@@ -293,6 +327,9 @@ def measure(
         c for c in cases(args.epochs, args.grow_subset, args.search_subset) if c.name in args.cases
     ]
     data = {c.name: subset(full, c) for c in chosen}
+    # The plain loops hold the inputs as a user would: normalised float tensors in memory
+    # (the job's raw uint8 rows, normalised per batch, cost it their conversion).
+    floats = {name: as_floats(d) for name, d in data.items()}
     warm_up(services, chosen, data)
     times: dict[str, list[float]] = {}
     grown: dict[str, tuple[int, ...]] = {}
@@ -308,10 +345,11 @@ def measure(
             times.setdefault(case.name, []).append(seconds)
             if case.name == "grow":
                 grown[case.name] = widths_of(metrics)
-            plain = plain_runner(case, spec, data[case.name], grown.get(case.name))
-            times.setdefault(f"plain {case.name}", []).append(cpu_seconds(plain)[0])
+            for kind, fused in (("plain", False), ("fused", True)):
+                plain = plain_runner(case, spec, floats[case.name], grown.get(case.name), fused)
+                times.setdefault(f"{kind} {case.name}", []).append(cpu_seconds(plain)[0])
             if case.floor_loop is not None:
-                floor = floor_runner(case, spec, data[case.name], metrics)
+                floor = floor_runner(case, spec, floats[case.name], metrics)
                 times.setdefault(f"floor {case.name}", []).append(cpu_seconds(floor)[0])
             print(f"round {r + 1}: {case.name:14s} done", file=sys.stderr, flush=True)
     return times
@@ -335,13 +373,14 @@ def warm_up(services: Services, chosen: list[Case], data: dict[str, Dataset]) ->
         run_job(services, short, tiny)
 
 
+def as_floats(data: Dataset) -> Dataset:
+    return replace(data, x_train=data.x_train.normalised(), x_test=data.x_test.normalised())
+
+
 def subset(full: Dataset, case: Case) -> Dataset:
-    ref = parse_job_spec(case.spec).dataset
-    if ref.train_subset is None:
-        return full
-    return replace(
-        full, x_train=full.x_train[: ref.train_subset], y_train=full.y_train[: ref.train_subset]
-    )
+    """The case's training samples, drawn as a worker draws them (raw rows stay raw)."""
+    spec = parse_job_spec(case.spec)
+    return training_subset(full, spec.dataset, seed=spec.training.seed)
 
 
 def widths_of(metrics: dict[str, float]) -> tuple[int, ...]:
@@ -349,15 +388,18 @@ def widths_of(metrics: dict[str, float]) -> tuple[int, ...]:
 
 
 def plain_runner(
-    case: Case, spec: JobBase, data: Dataset, widths: tuple[int, ...] | None
+    case: Case, spec: JobBase, data: Dataset, widths: tuple[int, ...] | None, fused: bool
 ) -> Callable[[], None]:
+    """The plain loop as a user writes it, or (`fused`) with the optimiser kernel the engine
+    picks, so the engine's own overhead is job / fused."""
     if case.plain == "graph":
-        return lambda: plain_graph(data, spec)
+        return lambda: plain_graph(data, spec, fused)
     if case.plain == "grown":
         assert widths is not None, "the grow job ran first in its round"
-        return lambda: plain_mlp(data, spec, widths, nn.SELU)
+        return lambda: plain_mlp(data, spec, widths, nn.SELU, fused)
     # The job's own widths (the weight-free prune's default MLP is 784-128-10).
-    return lambda: plain_mlp(data, spec, spec.model.hidden, nn.ReLU)  # type: ignore[attr-defined]
+    hidden = spec.model.hidden  # type: ignore[attr-defined]
+    return lambda: plain_mlp(data, spec, hidden, nn.ReLU, fused)
 
 
 def floor_runner(
@@ -365,6 +407,8 @@ def floor_runner(
 ) -> Callable[[], None]:
     if case.floor_loop == "dnw":
         return lambda: dnw_floor(data, spec)
+    if case.floor_loop == "grow":
+        return lambda: grow_floor(data, spec, metrics, fused=True)
     frozen_at = int(metrics.get("masks_frozen_at_step", -1))  # the job's own freeze step
     return lambda: prune_floor(data, spec, frozen_at)
 
@@ -379,34 +423,44 @@ def report(args: argparse.Namespace, times: dict[str, list[float]]) -> None:
     print(f"\nthreads {torch.get_num_threads()}, rounds {args.rounds}, MLP epochs {args.epochs}")
     print("CPU seconds (medians); ratios: median over rounds of the same round's ratio, spread")
     print(
-        f"{'case':14s} {'job s':>7s} {'plain s':>7s} {'job/plain':>9s} {'spread':>10s} "
-        f"{'floor s':>7s} {'job/floor':>9s} {'spread':>10s} {'floor/plain':>11s}  floor"
+        "plain: the loop as a user writes it (torch's default optimiser kernel); fused: the same "
+        "loop with the fused kernel the engine picks; floor: the method's own extra work, plain"
+    )
+    print(
+        f"{'case':14s} {'job s':>6s} {'plain s':>7s} {'job/plain':>9s} {'spread':>9s} "
+        f"{'fused s':>7s} {'job/fused':>9s} {'spread':>9s} "
+        f"{'floor s':>7s} {'job/floor':>9s} {'spread':>9s} {'floor/fused':>11s}  floor"
     )
     for case in cases(args.epochs, args.grow_subset, args.search_subset):
         if case.name not in args.cases:
             continue
-        job, plain = times[case.name], times[f"plain {case.name}"]
-        ratio, spread = ratio_cells(job, plain)
-        cells = f"{'-':>7s} {'-':>9s} {'-':>10s} {'-':>11s}"
-        if f"floor {case.name}" in times:
-            floor = times[f"floor {case.name}"]
+        job, plain, fused = (times[f"{k}{case.name}"] for k in ("", "plain ", "fused "))
+        cells = [f"{statistics.median(job):6.2f}"]
+        for under in (plain, fused):
+            ratio, spread = ratio_cells(job, under)
+            cells += [f"{statistics.median(under):7.2f}", f"{ratio:8.2f}x", f"{spread:>9s}"]
+        floor = times.get(f"floor {case.name}")
+        if floor is None:
+            cells += [f"{'-':>7s}", f"{'-':>9s}", f"{'-':>9s}", f"{'-':>11s}"]
+        else:
             over_floor, floor_spread = ratio_cells(job, floor)
-            cells = (
-                f"{statistics.median(floor):7.2f} {over_floor:8.2f}x {floor_spread:>10s} "
-                f"{ratio_cells(floor, plain)[0]:10.2f}x"
-            )
-        print(
-            f"{case.name:14s} {statistics.median(job):7.2f} {statistics.median(plain):7.2f} "
-            f"{ratio:8.2f}x {spread:>10s} {cells}  {case.floor}"
-        )
+            cells += [
+                f"{statistics.median(floor):7.2f}",
+                f"{over_floor:8.2f}x",
+                f"{floor_spread:>9s}",
+                f"{ratio_cells(floor, fused)[0]:10.2f}x",
+            ]
+        print(f"{case.name:14s} {' '.join(cells)}  {case.floor}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=2, help="epochs of the MNIST MLP cases")
+    parser.add_argument(
+        "--epochs", type=int, default=10, help="epochs of the MNIST MLP cases (the specs' default)"
+    )
     parser.add_argument("--grow-subset", type=int, default=10_000)
-    parser.add_argument("--search-subset", type=int, default=10_000)
+    parser.add_argument("--search-subset", type=int, default=60_000)
     names = "train,job,prune learned,prune free,dnw,grow"
     parser.add_argument("--cases", default=names, type=lambda s: s.split(","))
     parser.add_argument("--database-url", default=None)

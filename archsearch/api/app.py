@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from archsearch.api.auth import TokenCache, current_principal
+from archsearch.api.auth import current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
@@ -56,7 +56,7 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     )
     app.state.services = services
     app.state.enqueuer = enqueuer
-    app.state.token_cache = TokenCache()
+    app.state.token_cache = new_token_cache()
     app.state.broadcaster = broadcaster
     app.state.session_signer = SessionSigner(services.settings)
     install_error_handlers(app)

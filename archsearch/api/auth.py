@@ -7,9 +7,9 @@ database round trip per request; a revocation therefore takes effect within that
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
+from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
@@ -27,20 +27,10 @@ TOKEN_CACHE_SECONDS = 5.0
 TOKEN_CACHE_SIZE = 10_000
 
 
-class TokenCache:
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[Principal, float]] = {}
-
-    def get(self, header: str) -> Principal | None:
-        entry = self._entries.get(token_digest(header))
-        if entry is None or entry[1] < time.monotonic():
-            return None
-        return entry[0]
-
-    def put(self, header: str, principal: Principal) -> None:
-        if len(self._entries) >= TOKEN_CACHE_SIZE:
-            self._entries.clear()  # crude, but bounded; entries live seconds anyway
-        self._entries[token_digest(header)] = (principal, time.monotonic() + TOKEN_CACHE_SECONDS)
+def new_token_cache() -> TTLCache[str, Principal]:
+    """Verified principals by token digest (or session key), forgotten after
+    `TOKEN_CACHE_SECONDS`; the least recently used go first beyond `TOKEN_CACHE_SIZE`."""
+    return TTLCache(maxsize=TOKEN_CACHE_SIZE, ttl=TOKEN_CACHE_SECONDS)
 
 
 async def current_principal(request: Request, services: ServicesDep) -> Principal:
@@ -58,8 +48,9 @@ async def current_principal(request: Request, services: ServicesDep) -> Principa
 async def _cached(
     request: Request, services: ServicesDep, header: str, web: WebSession | None
 ) -> Principal:
-    cache: TokenCache = request.app.state.token_cache
-    if (principal := cache.get(header)) is not None:
+    cache: TTLCache[str, Principal] = request.app.state.token_cache
+    key = token_digest(header)  # the secret itself is never kept in memory
+    if (principal := cache.get(key)) is not None:
         return principal
     async with services.async_reader.connect() as connection:
         principal = await connection.run_sync(
@@ -69,7 +60,7 @@ async def _cached(
                 else principal_for_session(Session(bind=conn), web)
             )
         )
-    cache.put(header, principal)
+    cache[key] = principal
     return principal
 
 

@@ -71,6 +71,7 @@ def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> 
 @click.option("--status", multiple=True, help="only jobs in this status (repeatable)")
 @click.option("--method", multiple=True, help="only jobs of this method (repeatable)")
 @click.option("--tag", multiple=True, help="only jobs carrying this tag (repeatable: all of them)")
+@click.option("--study", default=None, help="only the jobs of this study (its full id)")
 @click.option("--limit", default=20, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="print only the full ids, one a line")
 def list_(
@@ -78,12 +79,13 @@ def list_(
     status: tuple[str, ...],
     method: tuple[str, ...],
     tag: tuple[str, ...],
+    study: str | None,
     limit: int,
     quiet: bool,
 ) -> None:
     """List jobs, newest first; any command takes the id shown (or the full id)."""
     with client_for(url) as client:
-        jobs = client.list_jobs(list(status), list(method), limit=limit, tag=tag).data
+        jobs = client.list_jobs(list(status), list(method), limit=limit, tag=tag, study=study).data
     if quiet:
         click.echo("".join(f"{job.id}\n" for job in jobs), nl=False)
         return

@@ -11,7 +11,7 @@ Answers are the API's own pydantic models (`archsearch.schemas`). Needs only htt
 pydantic: `pip install archsearch` brings no torch and no server.
 """
 
-from archsearch.client.client import DEFAULT_URL, TERMINAL, ArchsearchClient
+from archsearch.client.client import DEFAULT_URL, ArchsearchClient
 from archsearch.client.errors import (
     AmbiguousJobId,
     ApiError,
@@ -19,6 +19,7 @@ from archsearch.client.errors import (
     ServerStoppedAnswering,
     ServerUnreachable,
 )
+from archsearch.client.following import TERMINAL
 
 __all__ = [
     "DEFAULT_URL",

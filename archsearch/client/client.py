@@ -9,9 +9,8 @@ lost answer may hide a job that was created. `wait()` outlasts a server restart.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +25,7 @@ from archsearch.client.errors import (
     ServerStoppedAnswering,
     ServerUnreachable,
 )
-from archsearch.client.streams import Follower, NoStreams, parse_events
+from archsearch.client.following import RETRY_STATUSES, FollowingMixin, JobRef
 from archsearch.client.studies import StudiesMixin
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
 from archsearch.schemas.datasets import DatasetPublic, DatasetsPublic, UploadedDatasetPublic
@@ -40,15 +39,11 @@ from archsearch.schemas.jobs import (
     Priority,
     PriorityUpdate,
 )
-from archsearch.schemas.logs import JobLogLinePublic, JobLogsPublic
+from archsearch.schemas.logs import JobLogsPublic
 from archsearch.schemas.queue import QueuePublic, WorkerPublic, WorkersPublic
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 HEX_DIGITS = frozenset("0123456789abcdef")
-RETRY_STATUSES = frozenset({502, 503, 504})  # a proxy or a server starting up or going down
-STREAM_SILENCE_SECONDS = 40.0  # the server pings a stream every 15 s
-JobRef = str | uuid.UUID
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -62,7 +57,7 @@ def read_retry(attempts: int) -> Retry:
     )
 
 
-class ArchsearchClient(StudiesMixin):
+class ArchsearchClient(FollowingMixin, StudiesMixin):
     """A session with one archsearch server; use it as a context manager."""
 
     def __init__(
@@ -133,14 +128,14 @@ class ArchsearchClient(StudiesMixin):
         cursor: str | None = None,
         id_prefix: str | None = None,
         tag: Sequence[str] = (),
+        study: JobRef | None = None,
     ) -> JobsPublic:
-        """A page of jobs, newest first; `tag` keeps the jobs carrying every tag given."""
+        """A page of jobs, newest first; `tag` keeps the jobs carrying every tag given,
+        `study` the jobs of that study."""
         params: dict[str, Any] = {"limit": limit, "status": status or [], "method": method or []}
         params["tag"] = list(tag)
-        if cursor:
-            params["cursor"] = cursor
-        if id_prefix:
-            params["id_prefix"] = id_prefix
+        optional = {"cursor": cursor, "id_prefix": id_prefix, "study": study}
+        params.update({name: str(value) for name, value in optional.items() if value})
         return self._get(JobsPublic, "/v1/jobs", params=params)
 
     def iter_jobs(self, **filters: Any) -> Iterator[JobPublic]:
@@ -191,127 +186,6 @@ class ArchsearchClient(StudiesMixin):
         """One page of a job's log lines after line id `after` (0: from the start)."""
         params = {"after": after, "limit": limit}
         return self._get(JobLogsPublic, f"/v1/jobs/{job_id}/logs", params=params)
-
-    def follow_logs(
-        self, job_id: JobRef, reconnect_after: float = 1.0, outage_timeout: float = 120.0
-    ) -> Iterator[JobLogLinePublic]:
-        """A job's log lines as they are written (the server streams them), until the job
-        has finished and every line was read. A dropped stream or a restarted server is
-        followed by a reconnect that reads on after the last line received."""
-        after, outage_since = 0, None
-        while True:
-            try:
-                for line in self._log_stream(job_id, after):
-                    after, outage_since = line.id, None
-                    yield line
-            except (ServerUnreachable, ServerStoppedAnswering):
-                outage_since = outage_since or time.monotonic()
-                if time.monotonic() - outage_since > outage_timeout:
-                    raise
-                time.sleep(reconnect_after)
-                continue
-            if self.get_job(job_id).status in TERMINAL:
-                return  # the server ends a stream early only at its time limit
-
-    def _log_stream(self, job_id: JobRef, after: int) -> Iterator[JobLogLinePublic]:
-        params: dict[str, str | int] = {"follow": "true", "after": after}
-        timeout = httpx.Timeout(self.http.timeout.connect, read=None)  # lines may be far apart
-        try:
-            path = f"/v1/jobs/{job_id}/logs"
-            with self.http.stream("GET", path, params=params, timeout=timeout) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise ApiError.from_response(response)
-                for raw in response.iter_lines():
-                    if raw:
-                        yield JobLogLinePublic.model_validate_json(raw)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise ServerUnreachable(self.url) from exc
-        except httpx.TransportError as exc:
-            raise ServerStoppedAnswering(self.url, exc) from exc
-
-    def wait(
-        self,
-        job_id: JobRef,
-        poll: float = 0.5,
-        timeout: float | None = None,
-        on_update: Callable[[JobPublic], None] | None = None,
-        outage_timeout: float = 120.0,
-        follow: bool = True,
-    ) -> JobPublic:
-        """Wait until the job is terminal and return it.
-
-        Follows the job's live stream (`on_update` gets the job at each change of state or
-        progress); a server without streams, or `follow=False`, is polled every `poll`
-        seconds. A server that goes away (a restart, a deploy) is waited for with backoff,
-        up to `outage_timeout` seconds at a stretch, and the stream resumed from the last
-        event received; `timeout` bounds the whole wait.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        outage = _Outage(outage_timeout, first_delay=poll)
-        follower = Follower(on_update)
-        while True:
-            try:
-                if follow:
-                    finished = self._follow_stream(job_id, follower, outage, deadline)
-                else:
-                    finished = self._poll_once(job_id, on_update, outage)
-            except NoStreams:
-                follow = False
-                continue
-            except (ServerUnreachable, ServerStoppedAnswering, ApiError) as exc:
-                if isinstance(exc, ApiError) and exc.status not in RETRY_STATUSES:
-                    raise
-                _check_deadline(deadline, f"job {job_id}: the server was unreachable")
-                time.sleep(outage.next_delay(exc))
-                continue
-            if finished is not None:
-                return finished
-            _check_deadline(deadline, f"job {job_id} not finished after {timeout}s")
-            time.sleep(poll)  # polled, or the server closed the stream: read again
-
-    def _poll_once(
-        self, job_id: JobRef, on_update: Callable[[JobPublic], None] | None, outage: _Outage
-    ) -> JobPublic | None:
-        job = self.get_job(job_id)
-        outage.reset()
-        if on_update:
-            on_update(job)
-        return job if job.status in TERMINAL else None
-
-    def _follow_stream(
-        self, job_id: JobRef, follower: Follower, outage: _Outage, deadline: float | None
-    ) -> JobPublic | None:
-        """Read the job's stream from where `follower` stopped; the finished job at `end`,
-        None when the server closed the stream before (it dropped a lagging reader)."""
-        headers = {"Last-Event-ID": follower.position} if follower.position else {}
-        # Pings come every 15 s: a longer silence is a dead connection.
-        timeout = httpx.Timeout(self.http.timeout.connect, read=STREAM_SILENCE_SECONDS)
-        path = f"/v1/jobs/{job_id}/stream"
-        try:
-            with self.http.stream("GET", path, headers=headers, timeout=timeout) as response:
-                if response.status_code >= 400:
-                    self._refuse_stream(job_id, response)
-                if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                    raise NoStreams()  # a server (or proxy) that answers the path with JSON
-                outage.reset()
-                for event in parse_events(response.iter_lines()):
-                    if event is not None and (finished := follower.take(event)) is not None:
-                        return finished
-                    _check_deadline(deadline, f"job {job_id} not finished in time")
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise ServerUnreachable(self.url) from exc
-        except httpx.TransportError as exc:
-            raise ServerStoppedAnswering(self.url, exc) from exc
-        return None
-
-    def _refuse_stream(self, job_id: JobRef, response: httpx.Response) -> None:
-        response.read()
-        error = ApiError.from_response(response)
-        if response.status_code in (404, 405):
-            self.get_job(job_id)  # raises if the job is missing (or another team's)
-            raise NoStreams()  # the job exists: a server from before streams
-        raise error
 
     # ---- the queue and the workers -----------------------------------------------------
 
@@ -386,30 +260,3 @@ class ArchsearchClient(StudiesMixin):
 
     def dataset_preview(self, dataset_id: str) -> bytes:
         return self._send("GET", f"/v1/datasets/{dataset_id}/preview.png").content
-
-
-class _Outage:
-    """Backoff while the server is away; gives up after `limit` seconds at a stretch."""
-
-    MAX_DELAY = 5.0
-
-    def __init__(self, limit: float, first_delay: float) -> None:
-        self.limit, self.first_delay = limit, first_delay
-        self.started: float | None = None
-        self.delay = first_delay
-
-    def next_delay(self, error: Exception) -> float:
-        now = time.monotonic()
-        self.started = self.started if self.started is not None else now
-        if now - self.started > self.limit:
-            raise error
-        self.delay = min(self.delay * 2, self.MAX_DELAY)
-        return self.delay
-
-    def reset(self) -> None:
-        self.started, self.delay = None, self.first_delay
-
-
-def _check_deadline(deadline: float | None, message: str) -> None:
-    if deadline is not None and time.monotonic() > deadline:
-        raise TimeoutError(message)

@@ -15,7 +15,9 @@ import torch
 from torch import nn
 
 from archsearch.core.context import RunWarning
+from archsearch.core.data.inputs import Rows
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.training import EVAL_BATCH
 
 # Accuracy within this margin of the best constant answer counts as chance level. A margin,
 # because a model that beats "always the majority class" by a hair has still learned nothing.
@@ -27,7 +29,7 @@ DOMINANT_SHARE = 0.9
 
 @torch.no_grad()
 def predicted_class_counts(
-    model: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = 2048
+    model: nn.Module, x: Rows, device: torch.device, batch_size: int = EVAL_BATCH
 ) -> torch.Tensor:
     """How many test inputs the model assigns to each class (argmax of its logits)."""
     was_training = model.training

@@ -8,6 +8,7 @@ optimiser step, extra state in the checkpoint) instead of copying it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,12 +20,17 @@ from torch import nn
 
 from archsearch.core.budget import counted
 from archsearch.core.context import RunContext
+from archsearch.core.data.inputs import Rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.spec.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metrics
+# Test passes run in batches of this many samples: at 2048, a neural graph's node states
+# (about 50 MB a block) leave the CPU caches and a pass took twice as long; an MLP's time
+# is the same at 512 (issue 16).
+EVAL_BATCH = 512
 
 
 def seed_everything(seed: int) -> None:
@@ -38,6 +44,7 @@ def make_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch
 
 def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
     params = [p for p in params if p.requires_grad]
+    fused = fusable(params)
     if spec.name == "sgd":
         return torch.optim.SGD(
             params,
@@ -45,10 +52,33 @@ def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch
             momentum=spec.momentum,
             weight_decay=spec.weight_decay,
             nesterov=spec.nesterov and spec.momentum > 0,
+            fused=fused,
         )
     if spec.name == "adam":
-        return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
-    return torch.optim.AdamW(params, lr=spec.lr, weight_decay=spec.weight_decay)
+        return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay, fused=fused)
+    return torch.optim.AdamW(params, lr=spec.lr, weight_decay=spec.weight_decay, fused=fused)
+
+
+def fusable(params: list[nn.Parameter]) -> bool | None:
+    """True when torch's fused optimiser kernels can update `params` (one device, floats).
+
+    On a CPU, torch's default is the per-tensor loop (no foreach, no fused): the fused Adam
+    step of the default MLP measured 4x faster and the whole training loop about 30% faster
+    (issue 16). The update is the same formula; only float rounding may differ. None lets
+    torch choose (a mix of devices, or nothing to train).
+    """
+    devices = {p.device for p in params}
+    if len(devices) != 1 or not all(p.is_floating_point() for p in params):
+        return None
+    (device,) = devices
+    return device.type in _fused_devices()
+
+
+@functools.cache
+def _fused_devices() -> frozenset[str]:
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    return frozenset(_get_fused_kernels_supported_devices())
 
 
 def lr_factor(spec: ScheduleSpec, epochs: int, steps_per_epoch: int) -> Callable[[int], float]:
@@ -85,7 +115,7 @@ def cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
 
 
 def evaluate(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, batch_size: int = 2048
+    model: nn.Module, x: Rows, y: torch.Tensor, device: torch.device, batch_size: int = EVAL_BATCH
 ) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` on (x, y), in eval mode."""
     loss, accuracy, _ = evaluate_predictions(model, x, y, device, batch_size)
@@ -94,7 +124,7 @@ def evaluate(
 
 @torch.no_grad()
 def evaluate_predictions(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, batch_size: int = 2048
+    model: nn.Module, x: Rows, y: torch.Tensor, device: torch.device, batch_size: int = EVAL_BATCH
 ) -> tuple[float, float, torch.Tensor]:
     """`evaluate`, plus how many inputs the model assigns to each class (argmax counts), so
     the collapse check after training (`core.quality`) needs no second test pass (issue 16)."""

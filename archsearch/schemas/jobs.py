@@ -52,6 +52,8 @@ class JobPublic(Public):
     device: str
     queue_position: int | None = None
     pending_reason: str | None = None
+    study_id: uuid.UUID | None = None  # a study's job: which study, which arm
+    study_arm: str | None = None
 
 
 class JobsPublic(BaseModel):

@@ -41,11 +41,24 @@ def test_idx_rejects_truncated_and_foreign_files() -> None:
         parse_idx(b"\x89PNG\r\n\x1a\n")
 
 
+def test_idx_files_are_read_in_chunks_and_checked(tmp_path: Path) -> None:
+    array = (np.arange(3 * 700 * 900) % 251).astype(np.uint8).reshape(3, 700, 900)  # > 1 chunk
+    path = tmp_path / "x-idx3-ubyte.gz"
+    path.write_bytes(gzip.compress(idx_bytes(array)))
+    read = read_idx(path)
+    np.testing.assert_array_equal(read, array)
+    assert read.flags.writeable, "torch takes the array without a copy"
+    for name, data in (("short", idx_bytes(array)[:-3]), ("long", idx_bytes(array) + b"\0")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match="declares shape"):
+            read_idx(tmp_path / name)
+
+
 def test_mnist_matches_published_statistics(data_dirs: tuple[Path, ...]) -> None:
     data = load_dataset(DatasetRef(name="mnist"), data_dirs)
     assert data.x_train.shape == (60_000, 1, 28, 28) and data.x_test.shape == (10_000, 1, 28, 28)
     assert torch.bincount(data.y_train).tolist() == MNIST_TRAIN_COUNTS
-    raw_mean = (data.x_train * 0.3081 + 0.1307).mean().item()  # undo the normalisation
+    raw_mean = (data.x_train.normalised() * 0.3081 + 0.1307).mean().item()  # undone
     assert raw_mean == pytest.approx(0.1307, abs=1e-4)
 
 

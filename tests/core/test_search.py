@@ -119,7 +119,9 @@ def test_real_edge_count_is_exact_after_every_step(strategy: str, digits: Datase
 
     hooks.after_step = checked_step
     fit(model, digits, spec.training, InMemoryContext(), hooks=hooks, phase="search")
-    controller.finish()
+    # Only targeted dropout changes a mask at the end (its pruning to the top-k): for the
+    # others the job reuses the last epoch's test evaluation of this very model.
+    assert controller.finish() == (strategy == "targeted_dropout")
     if strategy != "complete":
         assert [layer.num_real() for layer in layers] == budgets
     if strategy in ("dnw", "no_update"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from archsearch.core.nn.topk import straight_through, topk_mask
+from archsearch.core.nn.topk import straight_through, topk_mask, topk_select
 
 
 def _reference_mask(scores: torch.Tensor, admissible: torch.Tensor, k: int) -> torch.Tensor:
@@ -29,6 +29,19 @@ def test_topk_matches_sorted_reference_and_respects_admissibility(seed: int) -> 
         assert int(mask.sum()) == k
         assert not bool((mask & ~admissible).any())
         assert torch.equal(mask, _reference_mask(scores, admissible, k))
+
+
+def test_threshold_is_the_smallest_selected_score_and_a_valid_hint() -> None:
+    g = torch.Generator().manual_seed(0)
+    scores = torch.rand(40, 40, generator=g)
+    admissible = torch.rand(40, 40, generator=g) < 0.5
+    mask, threshold = topk_select(scores, admissible, 100)
+    assert threshold == float(scores[mask].min())
+    # Any hint (too high, too low) gives the same selection as none.
+    for hint in (0.5 * threshold, 0.99 * threshold, threshold, 1.01 * threshold, 2.0):
+        assert torch.equal(topk_select(scores, admissible, 100, hint)[0], mask)
+    assert topk_select(scores, admissible, 0)[1] is None
+    assert topk_select(scores, admissible, int(admissible.sum()))[1] is None
 
 
 def test_ties_are_broken_by_lowest_index() -> None:

@@ -79,8 +79,9 @@ def test_a_study_runs_its_arms_and_summarises_them(
     assert client.study_artifact(study.id, "curves.png")[:4] == b"\x89PNG"
     report = client.study_artifact(study.id, "report.md").decode()
     assert "Who wins at which size" in report and "prune-d0.2" in report
-    jobs = [job for job in client.list_jobs().data if job.label and job.label.startswith("small/")]
-    assert len(jobs) >= 4
+    jobs = client.list_jobs(study=study.id).data  # exactly this study's jobs, with their arm
+    assert len(jobs) == 4 and {job.study_id for job in jobs} == {study.id}
+    assert sorted(job.study_arm or "" for job in jobs) == sorted(2 * list(arms))
 
     # The CLI shows the same study, and downloads its artifacts.
     runner = CliRunner(env={"ARCHSEARCH_TOKEN": token, "ARCHSEARCH_URL": api_url})
@@ -138,6 +139,7 @@ def test_another_teams_study_is_not_found(
         carol.cancel_study(study.id)
     assert cancel.value.status == 404
     assert study.id not in {s.id for s in carol.list_studies()}
+    assert carol.list_jobs(study=study.id).data == []  # the filter never crosses teams
     assert study.id in {s.id for s in client.list_studies()}
     headers = {"Authorization": f"Bearer {accounts.tokens['carol']}"}
     answer = httpx.get(f"{api_url}/v1/studies/{study.id}/artifacts/report.md", headers=headers)

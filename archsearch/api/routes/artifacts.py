@@ -20,11 +20,11 @@ from __future__ import annotations
 import base64
 import os
 import stat
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import TTLCache
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -99,16 +99,17 @@ class RecentArtifacts:
     job's file stops being served within `seconds` even if the file lingers."""
 
     def __init__(self, seconds: float = TOKEN_CACHE_SECONDS, size: int = 10_000) -> None:
-        self.seconds, self.size = seconds, size
-        self._entries: dict[tuple[Any, ...], tuple[Served, tuple[int, ...], float]] = {}
+        self._rows: TTLCache[tuple[Any, ...], tuple[Served, tuple[int, ...]]] = TTLCache(
+            maxsize=size, ttl=seconds
+        )
 
     def get(
         self, job_id: uuid.UUID, name: str, team: uuid.UUID | None, store: ArtifactStore
     ) -> tuple[Served, os.PathLike[str], os.stat_result] | None:
-        entry = self._entries.get((job_id, name, team))
-        if entry is None or entry[2] < time.monotonic():
+        entry = self._rows.get((job_id, name, team))
+        if entry is None:
             return None
-        served, identity, _ = entry
+        served, identity = entry
         path = store.objects.local_path(store.artifact_key(job_id, served.name))
         found = None if path is None else _regular_file(path)
         if path is None or found is None or _identity(found) != identity:
@@ -116,10 +117,7 @@ class RecentArtifacts:
         return served, path, found
 
     def put(self, served: Served, team: uuid.UUID | None, info: os.stat_result) -> None:
-        if len(self._entries) >= self.size:
-            self._entries.clear()  # crude, but bounded; entries live seconds anyway
-        key = (served.job_id, served.name, team)
-        self._entries[key] = (served, _identity(info), time.monotonic() + self.seconds)
+        self._rows[(served.job_id, served.name, team)] = (served, _identity(info))
 
 
 _recent = RecentArtifacts()

@@ -75,6 +75,7 @@ async def list_jobs(
     dataset: Annotated[
         str | None, Query(max_length=200, description="a built-in dataset name or an upload id")
     ] = None,
+    study: Annotated[uuid.UUID | None, Query(description="id of a study: its jobs")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> JobsPublic:
@@ -89,6 +90,7 @@ async def list_jobs(
         tags=tag,
         owner_id=owner,
         dataset=dataset,
+        study_id=study,
     )
     return JobsPublic(data=[JobPublic.model_validate(j) for j in jobs], next_cursor=next_cursor)
 

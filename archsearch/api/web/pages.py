@@ -152,7 +152,7 @@ def studies_page(request: Request) -> Response:
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
 def study_page(request: Request, study_id: str) -> Response:
     """A study's first state, from the same summary `GET /v1/studies/{id}` gives, and its
-    jobs (no `/v1` route lists a study's jobs; the page follows their status live)."""
+    jobs (those asked later come from `GET /v1/jobs?study=` and the jobs stream)."""
     seen = viewer(request)
     if seen is None:
         return page(request, "study.html", "studies")

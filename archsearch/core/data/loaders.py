@@ -1,12 +1,14 @@
 """Load a dataset as normalised float tensors, with optional seeded subsets.
 
-Images are returned as (N, C, H, W) float32, normalised with the dataset's training-split
-mean and std; labels as int64. Models that want flat vectors flatten themselves.
+Images come as (N, C, H, W) float32, normalised with the dataset's training-split mean and
+std; labels as int64. Models that want flat vectors flatten themselves. The built-in images
+are kept as raw uint8 pixels and normalised per batch, when rows are taken (`Inputs`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,22 +17,34 @@ import torch
 
 from archsearch.core.data.catalog import DatasetInfo, find_idx_files, require_available
 from archsearch.core.data.idx import read_idx
+from archsearch.core.data.inputs import Inputs
 from archsearch.core.spec.common import DatasetRef
 
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0  # fixed, so every job on `digits` sees the same test split
-NORMALISATION = "v1"  # change with `_normalise`: cached copies of older versions are not used
+# Change with `raw_inputs` or `Inputs`: cached copies of older versions are not used.
+NORMALISATION = "v2"  # v2: raw uint8 pixels, normalised per batch (issue 16)
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """Tensors of one dataset, already normalised, on the CPU."""
+    """One dataset on the CPU: inputs that index as normalised float32, int64 labels.
+
+    A float tensor given for `x_train` / `x_test` is taken as already normalised (tests,
+    in-memory data, `replace(data, x_test=data.x_test[:100])`).
+    """
 
     info: DatasetInfo
-    x_train: torch.Tensor  # (N, C, H, W) or (N, F)
+    x_train: Inputs  # (N, C, H, W) or (N, F)
     y_train: torch.Tensor  # (N,)
-    x_test: torch.Tensor
+    x_test: Inputs
     y_test: torch.Tensor
+
+    def __post_init__(self) -> None:
+        for name in ("x_train", "x_test"):
+            value = getattr(self, name)
+            if isinstance(value, torch.Tensor):
+                object.__setattr__(self, name, Inputs.from_tensor(value))
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -41,14 +55,12 @@ class Dataset:
         return self.info.num_classes
 
 
-def _normalise(x: np.ndarray, scale: float, info: DatasetInfo) -> torch.Tensor:
-    # In place on the one float32 copy: the same float32 operations in the same order as
-    # `(x / scale - mean) / std`, without three more copies of the dataset (issue 16).
-    values = x.astype(np.float32)
-    np.divide(values, np.float32(scale), out=values)
-    mean = torch.tensor(info.mean).view(1, -1, 1, 1)
-    std = torch.tensor(info.std).view(1, -1, 1, 1)
-    return torch.from_numpy(values).sub_(mean).div_(std)
+def raw_inputs(pixels: np.ndarray, info: DatasetInfo) -> Inputs:
+    """Raw integer pixels (N, C, H, W), normalised with `info` when rows are taken."""
+    stored = np.require(pixels, np.uint8, ["C", "W"])  # uint8 IDX pixels: no copy
+    if pixels.dtype != np.uint8:  # digits: float64 holding integers
+        assert np.array_equal(stored, pixels), f"{info.name}: raw pixels are integers 0..255"
+    return Inputs(torch.from_numpy(stored), info.scale, info.mean, info.std)
 
 
 def _load_digits(info: DatasetInfo) -> Dataset:
@@ -56,7 +68,7 @@ def _load_digits(info: DatasetInfo) -> Dataset:
     from sklearn.model_selection import train_test_split
 
     digits = load_digits()
-    images = digits.images.reshape(-1, 1, 8, 8)
+    images = digits.images.reshape(-1, 1, 8, 8)  # float64 holding the integers 0..16
     x_tr, x_te, y_tr, y_te = train_test_split(
         images,
         digits.target,
@@ -66,9 +78,9 @@ def _load_digits(info: DatasetInfo) -> Dataset:
     )
     return Dataset(
         info=info,
-        x_train=_normalise(x_tr, 16.0, info),
+        x_train=raw_inputs(x_tr, info),
         y_train=torch.from_numpy(y_tr.astype(np.int64)),
-        x_test=_normalise(x_te, 16.0, info),
+        x_test=raw_inputs(x_te, info),
         y_test=torch.from_numpy(y_te.astype(np.int64)),
     )
 
@@ -79,9 +91,9 @@ def _load_idx_dataset(info: DatasetInfo, data_dirs: tuple[Path, ...]) -> Dataset
     arrays = {key: read_idx(path) for key, path in files.items()}
     return Dataset(
         info=info,
-        x_train=_normalise(arrays["train_images"][:, None], 255.0, info),
+        x_train=raw_inputs(arrays["train_images"][:, None], info),
         y_train=torch.from_numpy(arrays["train_labels"].astype(np.int64)),
-        x_test=_normalise(arrays["test_images"][:, None], 255.0, info),
+        x_test=raw_inputs(arrays["test_images"][:, None], info),
         y_test=torch.from_numpy(arrays["test_labels"].astype(np.int64)),
     )
 
@@ -109,7 +121,7 @@ def load_dataset(ref: DatasetRef, data_dirs: tuple[Path, ...], seed: int = 0) ->
 
 
 def load_full(name: str, data_dirs: tuple[Path, ...]) -> Dataset:
-    """Every sample of a built-in dataset, normalised (what a cache keeps, before subsets)."""
+    """Every sample of a built-in dataset, raw pixels (what a cache keeps, before subsets)."""
     info = require_available(name, data_dirs)
     return _load_digits(info) if not info.needs_files else _load_idx_dataset(info, data_dirs)
 
@@ -125,10 +137,9 @@ def dataset_version(name: str, data_dirs: tuple[Path, ...]) -> str:
         for key in sorted(files):
             stat = files[key].stat()
             parts.append(f"{files[key].resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
-    else:
-        import sklearn
-
-        parts.append(f"sklearn {sklearn.__version__}; split {DIGITS_TEST_SIZE}/{DIGITS_SPLIT_SEED}")
+    else:  # the version from the package's metadata: importing sklearn costs 72 MB resident
+        sklearn = importlib.metadata.version("scikit-learn")
+        parts.append(f"sklearn {sklearn}; split {DIGITS_TEST_SIZE}/{DIGITS_SPLIT_SEED}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -137,4 +148,4 @@ def training_subset(data: Dataset, ref: DatasetRef, seed: int = 0) -> Dataset:
     if ref.train_subset is None and ref.samples_per_class is None:
         return data
     keep = _subset_indices(data.y_train, ref, seed)
-    return replace(data, x_train=data.x_train[keep], y_train=data.y_train[keep])
+    return replace(data, x_train=data.x_train.subset(keep), y_train=data.y_train[keep])

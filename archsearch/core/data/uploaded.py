@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from archsearch.core.data.catalog import DatasetInfo
+from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset, _subset_indices
 from archsearch.core.spec.common import DatasetRef
 
@@ -75,10 +76,11 @@ def uploaded_dataset(
     assert len(y_train) == info.train_size and len(y_test) == info.test_size, (
         "arrays differ from the stored sizes"
     )
-    data = Dataset(
-        info, normalise(arrays["x"], info), y_train, normalise(arrays["x_test"], info), y_test
-    )
+    # Stored normalised (float32), unlike the built-in images: an upload's values may be any
+    # numbers, normalised in float64 (`normalise`), which a per-batch step would redo.
+    x_train, x_test = normalise(arrays["x"], info), normalise(arrays["x_test"], info)
+    data = Dataset(info, Inputs.from_tensor(x_train), y_train, Inputs.from_tensor(x_test), y_test)
     if ref.train_subset is None and ref.samples_per_class is None:
         return data
     keep = _subset_indices(data.y_train, ref, seed)
-    return replace(data, x_train=data.x_train[keep], y_train=data.y_train[keep])
+    return replace(data, x_train=data.x_train.subset(keep), y_train=data.y_train[keep])

@@ -149,9 +149,10 @@ def write_deployment(
     ctx: RunContext, data: Dataset, deployable: Deployable, method: str, spec: BaseModel
 ) -> dict[str, float]:
     """Write the deployment artifacts; return the metrics to add to `metrics.json`."""
+    compacted = deployable.model is not deployable.parent
     # Copies: the method goes on using its models on its own device afterwards.
     model = copy.deepcopy(deployable.model).cpu().eval()
-    parent = copy.deepcopy(deployable.parent).cpu().eval()
+    parent = copy.deepcopy(deployable.parent).cpu().eval() if compacted else model
     deployable = dataclasses.replace(deployable, model=model, parent=parent)
     shape = deployable.architecture.input_shape
     pre = preprocessing(data.info, shape)
@@ -162,13 +163,19 @@ def write_deployment(
     ctx.save_artifact("model-sparse.safetensors", sparse, "application/octet-stream")
     chosen, forms = choose_forms(model, shape, FORMS_BUDGET_S)
     variants = {"dense": parent, "compact": model, "sparse": chosen}
-    latency = model_latencies(variants, shape, BATCHES, LATENCY_BUDGET_S)
+    same = same_networks(compacted, forms)
+    measured = {name: m for name, m in variants.items() if name not in same}
+    latency = model_latencies(measured, shape, BATCHES, LATENCY_BUDGET_S)
+    for row in latency.values():
+        row.update({f"{name}_s": row[f"{same[name]}_s"] for name in same})
     onnx_bytes, onnx_record = onnx_artifact(
         model, deployable.architecture, data.x_test[:ONNX_CHECK_SAMPLES]
     )
     if onnx_bytes is not None:
         ctx.save_artifact("model.onnx", onnx_bytes, "application/octet-stream")
-    record = _record(deployable, data, method, spec, pre, len(sparse), forms, latency, onnx_record)
+    record = _record(
+        deployable, data, method, spec, pre, len(sparse), forms, (latency, same), onnx_record
+    )
     ctx.save_artifact("deployment.json", json_bytes(record), "application/json")
     spec_json = spec.model_dump(mode="json")
     ctx.save_artifact("model-card.md", model_card(record, spec_json).encode(), "text/markdown")
@@ -181,6 +188,16 @@ def write_deployment(
     }
 
 
+def same_networks(compacted: bool, forms: list[dict[str, Any]]) -> dict[str, str]:
+    """Latency variants that are the very network of another, measured once (issue 16: a
+    `train` job timed its one network three times): without compaction the compact model is
+    the dense parent; with every layer in its dense form the sparse model is the compact."""
+    same = {} if compacted else {"compact": "dense"}
+    if all(row["batch_1"] == "dense" and row["batch_64"] == "dense" for row in forms):
+        same["sparse"] = same.get("compact", "compact")
+    return same
+
+
 def _record(
     deployable: Deployable,
     data: Dataset,
@@ -189,9 +206,10 @@ def _record(
     pre: Preprocessing,
     sparse_bytes: int,
     forms: list[dict[str, Any]],
-    latency: dict[str, dict[str, float]],
+    measured: tuple[dict[str, dict[str, float]], dict[str, str]],
     onnx_record: dict[str, Any],
 ) -> dict[str, Any]:
+    latency, same = measured
     suffix = deployable.suffix
     training = getattr(spec, "training", None)
     return {
@@ -214,7 +232,9 @@ def _record(
         "latency": latency,
         "latency_note": (
             "median seconds per call on the worker's CPU; variants interleaved, order rotated "
-            "per repeat; GPU latency is not measured"
+            "per repeat; a variant that is the same network as another is measured once "
+            "(`same_network`); GPU latency is not measured"
         ),
+        "same_network": same,
         "onnx": onnx_record,
     }

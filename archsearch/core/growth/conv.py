@@ -89,7 +89,7 @@ def optimal_channels(
     s64, n64 = s.double(), big_n.double()
     values, vectors = solver.eigh_psd(s64, rtol)  # (r,), (q, r)
     scaled = vectors / values.sqrt()  # (q, r)
-    u, lambdas, vh = torch.linalg.svd(scaled.T @ n64, full_matrices=False)
+    u, lambdas, vh = solver.svd_canonical(scaled.T @ n64)
     keep = lambdas > lambdas.max() * 1e-10 if lambdas.numel() else lambdas.bool()
     u, lambdas, v = u[:, keep], lambdas[keep], vh[keep].T  # (r, R), (R,), (K2 C2, R)
     root = lambdas.sqrt()

@@ -48,6 +48,7 @@ class LayerStats:
     b_mid: torch.Tensor  # (n, w + 1) activities of the hidden layer itself, with ones
     v_goal: torch.Tensor  # (n, d) -dl_i/da_{h+1}, per sample
     loss: float  # mean loss on the batch
+    a_next: torch.Tensor  # (n, d) pre-activation of layers[h + 1], for the line search
 
 
 @dataclass
@@ -104,7 +105,9 @@ def layer_stats(model: nn.Module, x: torch.Tensor, y: torch.Tensor, h: int) -> L
     loss = F.cross_entropy(_tail(model, a_next, h), y)
     (grad,) = torch.autograd.grad(loss, a_next)
     v_goal = -grad * x.shape[0]  # per-sample gradients of the per-sample losses
-    return LayerStats(with_bias_column(b_in), with_bias_column(mid), v_goal.detach(), loss.item())
+    return LayerStats(
+        with_bias_column(b_in), with_bias_column(mid), v_goal.detach(), loss.item(), a_next.detach()
+    )
 
 
 def one_sided_slopes(act: nn.Module) -> tuple[float, float]:
@@ -126,12 +129,12 @@ def candidate(
     """`loss(gamma0, gamma)`: the loss with W_{h+1} + gamma0 dW* and the neurons scaled by
     sqrt(|gamma|) on each side (a negative gamma flips the output weights; random neurons only).
 
-    The products with B_{l-1} are computed once, so each line-search point costs only the
-    new neurons' activation and the layers after h + 1.
+    The products with B_{l-1} are computed once (a_{h+1} comes with the statistics), so each
+    line-search point costs only the new neurons' activation and the layers after h + 1.
     """
-    layers, act = linears(model), activation_of(model)
+    act = activation_of(model)
+    a_next = stats.a_next  # (n, d)
     with torch.no_grad():
-        a_next = layers[h + 1](act(layers[h](stats.b_in[:, :-1])))  # (n, d)
         delta = stats.b_mid @ dw.T  # (n, d)
         pre_new = stats.b_in @ neurons.in_weights.T  # (n, K)
 

@@ -4,16 +4,16 @@ widths with the spec's schedule. `core.growth.schedule` holds the rules it appli
 
 Growing changes parameter shapes, so the shared `fit` loop (one optimiser per phase,
 checkpoints per epoch) cannot interleave growth every few steps; this loop reuses its parts
-(`epoch_batches`, `make_optimizer`, `lr_factor`, `ensure_finite`, `check_stop`, `evaluate`)
-and checkpoints after every growth step and every epoch: widths, weights, optimiser moments
-(carried over to the widened tensors), growth log, RNG.
+(`epoch_batches`, `make_optimizer`, `lr_factor`, `ensure_finite`, `check_stop`,
+`evaluate_predictions`) and checkpoints after every growth step and every epoch: widths,
+weights, optimiser moments (carried over to the widened tensors), growth log, RNG.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 import torch
@@ -23,6 +23,7 @@ from torch import nn
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.growth.schedule import (
+    Evaluation,
     GrowState,
     architecture_for,
     evaluation_row,
@@ -56,7 +57,8 @@ def _checkpoint(
             "widths": hidden_widths(model),
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "state": asdict(state),
+            # Shallow: the context serialises at once; `asdict` deep-copied the whole log each time.
+            "state": {f.name: getattr(state, f.name) for f in fields(state)},
             "rng": torch.get_rng_state(),
         }
     )
@@ -127,7 +129,7 @@ def _grow(
     entry = growth_step(model, data, spec, state, ctx.device)
     state.growth_steps += 1
     state.last_growth_step = state.step
-    row = evaluation_row(model, data, state, ctx.device, train_loss)
+    row, _ = evaluation_row(model, data, state, ctx.device, train_loss)
     entry.update(
         seconds=state.seconds, parameters=row["parameters"], test_accuracy=row["test_accuracy"]
     )
@@ -144,14 +146,16 @@ def _grow(
 
 def run_growth(
     model: nn.Module, data: Dataset, spec: GrowJob, ctx: RunContext
-) -> tuple[nn.Module, GrowState]:
-    """Grow and train `model`; returns the final model and the growth state (log, history)."""
+) -> tuple[nn.Module, GrowState, Evaluation | None]:
+    """Grow and train `model`; returns the final model, the growth state (log, history) and
+    the final model's test evaluation (None when this attempt trained no step)."""
     model, optimizer, state = _restore(ctx, spec, data, model.to(ctx.device))
     batches = _Batches(len(data.x_train), spec.training.batch_size, spec.training.seed)
     total = spec.training.epochs * batches.per_epoch
     clock, seconds_base = time.perf_counter(), state.seconds
     loss_sum, count = 0.0, 0
     means = StepMeans()
+    final: Evaluation | None = None
     model.train()
     while state.step < total:
         check_stop(ctx)
@@ -172,11 +176,13 @@ def run_growth(
         optimizer.step()
         state.step += 1
         state.seconds = seconds_base + time.perf_counter() - clock
-        loss_sum, count = loss_sum + loss.item(), count + 1
-        means.add({"train_loss": loss.item()})  # a mean per REPORT_EVERY steps, not a row each
+        value = loss.item()
+        loss_sum, count = loss_sum + value, count + 1
+        means.add({"train_loss": value})  # a mean per REPORT_EVERY steps, not a row each
         ctx.report(state.step, total, **means.due(last=state.step == total))
         if state.step % batches.per_epoch == 0 or state.step == total:
-            state.history.append(evaluation_row(model, data, state, ctx.device, loss_sum / count))
+            row, final = evaluation_row(model, data, state, ctx.device, loss_sum / count)
+            state.history.append(row)
             loss_sum, count = 0.0, 0
             _checkpoint(ctx, model, optimizer, state)
-    return model, state
+    return model, state, final

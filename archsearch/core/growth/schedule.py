@@ -29,7 +29,10 @@ from archsearch.core.models import Architecture
 from archsearch.core.nn.growable import linears
 from archsearch.core.spec.grow import GrowJob
 from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
-from archsearch.core.training import evaluate
+from archsearch.core.training import evaluate_predictions
+
+# The test split's mean loss, accuracy and predicted-class counts (`evaluate_predictions`).
+Evaluation = tuple[float, float, torch.Tensor]
 
 
 @dataclass
@@ -184,8 +187,10 @@ def growth_due(spec: GrowJob, state: GrowState) -> bool:
 
 def evaluation_row(
     model: nn.Module, data: Dataset, state: GrowState, device: torch.device, train_loss: float
-) -> dict[str, float]:
-    test_loss, test_acc = evaluate(model, data.x_test, data.y_test, device)
+) -> tuple[dict[str, float], Evaluation]:
+    """A history row, and the evaluation behind it (the last one is the job's final test)."""
+    test = evaluate_predictions(model, data.x_test, data.y_test, device)
+    test_loss, test_acc, _ = test
     row = {
         "step": float(state.step),
         "seconds": state.seconds,
@@ -196,4 +201,4 @@ def evaluation_row(
         "growth_steps": float(state.growth_steps),
     }
     row.update({f"width_{i}": float(w) for i, w in enumerate(hidden_widths(model))})
-    return row
+    return row, test

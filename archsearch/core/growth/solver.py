@@ -88,6 +88,24 @@ def best_update(v_goal: torch.Tensor, b: torch.Tensor, rtol: float = 1e-7) -> to
     return dw.to(v_goal.dtype)
 
 
+def svd_canonical(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`torch.linalg.svd(m, full_matrices=False)` with each pair (u_k, v_k) signed so that
+    v_k's largest entry (in magnitude) is positive.
+
+    A singular pair is defined up to a joint sign, which LAPACK picks arbitrarily (MKL and
+    OpenBLAS differ). The pair becomes a neuron (alpha_k, omega_k), and with an activation
+    that is not odd, sigma(-a x) (-w) != sigma(a x) w: the sign changes the grown network.
+    Fixing it makes a job's result the same on every machine.
+    """
+    u, values, vh = torch.linalg.svd(m, full_matrices=False)  # (r, m), (m,), (m, d)
+    if vh.numel():
+        largest = vh.abs().argmax(dim=1, keepdim=True)  # (m, 1)
+        signs = torch.sign(vh.gather(1, largest)).squeeze(1)  # (m,)
+        signs[signs == 0] = 1.0
+        u, vh = u * signs, vh * signs[:, None]
+    return u, values, vh
+
+
 def optimal_neurons(b: torch.Tensor, v_goal_proj: torch.Tensor, rtol: float = 1e-7) -> Neurons:
     """All R optimal neurons (Prop. 3.2) for inputs B (n, p) and remaining goal V (n, d)."""
     assert b.shape[0] == v_goal_proj.shape[0], "B and V_goal_proj must share samples"
@@ -100,7 +118,7 @@ def optimal_neurons(b: torch.Tensor, v_goal_proj: torch.Tensor, rtol: float = 1e
     # left singular vectors are Q u', and alpha = S^{-1/2} Q u' = Q E^{-1/2} u'.
     values, vectors = eigh_psd(s, rtol)  # (r,), (p, r)
     scaled = vectors / values.sqrt()  # (p, r) = Q E^{-1/2}
-    u, lambdas, vh = torch.linalg.svd(scaled.T @ big_n, full_matrices=False)  # (r, m), (m,), (m, d)
+    u, lambdas, vh = svd_canonical(scaled.T @ big_n)  # (r, m), (m,), (m, d)
     keep = lambdas > lambdas.max() * 1e-10 if lambdas.numel() else lambdas.bool()
     u, lambdas, v = u[:, keep], lambdas[keep], vh[keep].T  # (r, R), (R,), (d, R)
     root = lambdas.sqrt()

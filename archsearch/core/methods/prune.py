@@ -62,6 +62,7 @@ def mask_schedule(spec: PruneJob, data: Dataset) -> MaskSchedule:
         mask_lr=spec.mask_lr,
         mask_optimizer=spec.mask_optimizer,
         logit_cap=spec.logit_init if spec.density is not None and spec.cap_logits else None,
+        clipped=spec.training.max_grad_norm is not None,
     )
 
 

@@ -119,7 +119,7 @@ def step_budget(
     repeat, epochs = transfer_schedule(n, training.batch_size, steps)
     tiled = dataclasses.replace(
         data,
-        x_train=data.x_train.repeat(repeat, *([1] * (data.x_train.dim() - 1))),
+        x_train=data.x_train.repeat(repeat),
         y_train=data.y_train.repeat(repeat),
     )
     return tiled, training.model_copy(update={"epochs": epochs})

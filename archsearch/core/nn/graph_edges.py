@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from archsearch.core.nn.topk import straight_through, topk_mask
+from archsearch.core.nn.topk import straight_through, topk_mask, topk_select
 
 GradientTo = Literal["admissible", "real"]
 
@@ -82,13 +82,16 @@ class GraphEdges(nn.Module):
         """Re-choose the real edges as the top-k admissible |w|; returns how many entered."""
         if k is not None:
             self.k = k
-        scores = self.weight.abs()
         hint = None if self.threshold is None else 0.99 * self.threshold
-        new = topk_mask(scores, self.admissible, self.k, hint, self.n_admissible)
-        if 0 < self.k < self.n_admissible:
-            self.threshold = float(scores[new].min())
-        entered = int((new & (self.mask == 0)).sum())
-        self.mask.copy_(new)
+        new, threshold = topk_select(
+            self.weight.abs(), self.admissible, self.k, hint, self.n_admissible
+        )
+        if threshold is not None:
+            self.threshold = threshold
+        real = new.to(self.mask.dtype)  # (N, N) 0/1
+        # entered = |new| - |new & old| = k - <new, old>: one dot product, no boolean temporaries.
+        entered = self.k - int(torch.dot(real.flatten(), self.mask.flatten()))
+        self.mask.copy_(real)
         return entered
 
     @torch.no_grad()

@@ -24,6 +24,7 @@ from torch import nn
 from archsearch.core.errors import UserError
 from archsearch.core.nn.two_temperature import (
     binary_mask_straight_through,
+    positive_indicator,
     two_temperature_sigmoid,
 )
 
@@ -229,9 +230,21 @@ def masks_frozen(model: nn.Module) -> bool:
     return all(bool(layer.mask_frozen) for _, layer in masked_layers(model))
 
 
+def positive_count(logits: torch.Tensor) -> int:
+    """How many logits are above 0 (the connections kept), exactly.
+
+    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor; issue 16):
+    a sum of 0s and 1s is exact while every partial sum is an integer the dtype holds.
+    """
+    exact_up_to = {torch.float32: 2**24, torch.float64: 2**53}.get(logits.dtype, 0)
+    if logits.numel() <= exact_up_to:
+        return int(positive_indicator(logits.detach()).sum())
+    return int((logits > 0).sum())
+
+
 def density(model: nn.Module) -> float:
     """Fraction of masked weights whose logit is positive (the architecture's density)."""
-    kept = sum(int((p > 0).sum()) for p in mask_logits(model))
+    kept = sum(positive_count(p) for p in mask_logits(model))
     total = sum(p.numel() for p in mask_logits(model))
     return kept / max(1, total)
 

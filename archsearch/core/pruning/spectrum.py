@@ -28,15 +28,26 @@ def block_adjacency(weights: list[torch.Tensor]) -> torch.Tensor:
 
 
 def normalized_laplacian_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
-    """Ascending eigenvalues of I - D^-1/2 A D^-1/2 for the block adjacency of `weights`."""
+    """Ascending eigenvalues of I - D^-1/2 A D^-1/2 for the block adjacency of `weights`.
+
+    A neuron with every link cut (a pruned input, a dead unit) keeps only its self-loop:
+    degree 1, so its row and column of L are exactly zero and it adds an eigenvalue 0 of its
+    own. Those are set aside before the O(N^3) solve (issue 16: 294 of the 1178 neurons of
+    a density-0.1 MNIST MLP, 2.4x less work); the other eigenvalues are those of the linked
+    neurons' block, equal up to float rounding.
+    """
     adjacency = block_adjacency(weights)
+    linked = (adjacency != 0).sum(1) > 1  # (N,) more than the self-loop
+    adjacency = adjacency[linked][:, linked]
     inv_sqrt = adjacency.sum(1).rsqrt()  # degrees >= 1 thanks to the self-loops
     laplacian = (
         torch.eye(len(adjacency), dtype=torch.float64)
         - inv_sqrt[:, None] * adjacency * inv_sqrt[None, :]
     )
-    eigenvalues: torch.Tensor = torch.linalg.eigvalsh(laplacian)  # (N,) ascending
-    return eigenvalues
+    eigenvalues = torch.linalg.eigvalsh(laplacian)  # (linked,) ascending
+    isolated = torch.zeros(len(linked) - len(adjacency), dtype=torch.float64)
+    spectrum: torch.Tensor = torch.cat([isolated, eigenvalues]).sort().values  # (N,)
+    return spectrum
 
 
 def mlp_weights(state: dict[str, torch.Tensor]) -> list[torch.Tensor]:

@@ -24,8 +24,9 @@ from archsearch.core.nn.masked import (
     freeze_masks,
     mask_logits,
     masked_layers,
+    positive_count,
 )
-from archsearch.core.training import TrainHooks, cross_entropy
+from archsearch.core.training import TrainHooks, cross_entropy, fusable
 
 HIST_BINS = 80
 
@@ -44,12 +45,19 @@ class MaskSchedule:
     mask_lr: float = 0.01
     mask_optimizer: str = "adam"
     logit_cap: float | None = None
+    # The loop clips the gradient norm over every parameter, logits included: the penalty's
+    # gradient must then be in the graph, where the clipping sees it.
+    clipped: bool = False
 
 
 def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> torch.optim.Optimizer:
+    # The fused kernel where torch has one, as for the weights (`core.training.fusable`): one
+    # call per step instead of a loop of small ops per logit tensor (issue 16). The same
+    # update; only float rounding may differ.
+    fused = fusable(params)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
-    return torch.optim.Adam(params, lr=lr)
+        return torch.optim.SGD(params, lr=lr, fused=fused)
+    return torch.optim.Adam(params, lr=lr, fused=fused)
 
 
 def finalize_to_density(model: nn.Module, target: float) -> None:
@@ -95,6 +103,8 @@ class MaskTrainer:
         self.layers = [layer for _, layer in masked_layers(self.model)]
         self.logit_count = sum(p.numel() for p in self.logits)
         self.optimizer = make_mask_optimizer(self.logits, s.mask_optimizer, s.mask_lr)
+        # gamma and 1 + w of the last loss, for the penalty's gradient (`_add_penalty_grad`).
+        self._pending: tuple[float, list[torch.Tensor]] | None = None
         # The penalty's fixed point is -1; with a cap, no logit rises above it.
         self.hist_range = (-1.1, 1.1 * s.logit_cap) if s.logit_cap is not None else (-1.5, 1.5)
         self.reach_step = max(1, math.ceil(s.reach_fraction * s.total_steps))
@@ -103,17 +113,55 @@ class MaskTrainer:
             self.gamma = s.gamma
 
     def penalty(self) -> torch.Tensor:
-        """gamma * sum (1 + w)^2 over every logit (eq. 18); zero once the masks are frozen."""
+        """gamma * sum (1 + w)^2 over every logit (eq. 18); zero once the masks are frozen.
+
+        Its value, without a graph: the loss adds its gradient by hand (`_add_penalty_grad`).
+        """
         if self.gamma is None or self.frozen():
             return torch.zeros(())
-        return self.gamma * torch.stack([((1.0 + p) ** 2).sum() for p in self.logits]).sum()
+        with torch.no_grad():
+            return self._penalty([1.0 + p for p in self.logits])
+
+    def _penalty(self, shifted: list[torch.Tensor]) -> torch.Tensor:
+        assert self.gamma is not None, "calibrated on the first step"
+        return self.gamma * torch.stack([(s**2).sum() for s in shifted]).sum()
 
     def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = cross_entropy(model, x, y) + self.penalty().to(x.device)
+        loss = cross_entropy(model, x, y)
+        self._pending = None
+        if self.gamma is not None and not self.frozen():
+            if self.schedule.clipped:
+                return loss + self._penalty([1.0 + p for p in self.logits])
+            # The penalty's value joins the loss (it is reported); its gradient, a closed
+            # form, is added in `after_step`: a graph of five nodes per layer cost more
+            # than the sum itself (issue 16). 1 + w is kept for that gradient.
+            with torch.no_grad():
+                shifted = [1.0 + p for p in self.logits]
+                value = self._penalty(shifted)
+            self._pending = (self.gamma, shifted)
+            loss = loss + value
         if not loss.requires_grad:
             # Weight-free and frozen: nothing left to train, but `fit` still calls backward.
             loss = loss + 0.0 * self.logits[0].sum()
         return loss
+
+    @torch.no_grad()
+    def _add_penalty_grad(self) -> None:
+        """Add d/dw gamma (1 + w)^2 = gamma * 2 (1 + w) to each logit's gradient.
+
+        The products autograd forms (gamma times 2 (1 + w), in the logits' dtype), added to
+        the loss's gradient as autograd accumulates: the same result to the last bit.
+        """
+        if self._pending is None:
+            return
+        gamma, shifted = self._pending
+        for p, term in zip(self.logits, shifted, strict=True):
+            term.mul_(2.0).mul_(gamma)
+            if p.grad is None:
+                p.grad = term
+            else:
+                p.grad.add_(term)
+        self._pending = None
 
     def planned_density(self, step: int) -> float:
         assert self.schedule.target is not None, "a plan needs a target density"
@@ -145,14 +193,16 @@ class MaskTrainer:
             # pass over every logit cost 14% of the loop after the freeze).
             return {"density": self.frozen_density, "gamma": float(self.gamma or 0.0)}
         s = self.schedule
-        if not self.frozen():
+        frozen = self.frozen()
+        if not frozen:
+            self._add_penalty_grad()
             if self.gamma is None and self.schedule.penalised:
                 self.gamma = self._calibrate()
             self.optimizer.step()
             self._cap_logits()
         self.optimizer.zero_grad(set_to_none=True)
         current = self.density()
-        if self.frozen():
+        if frozen:
             self.frozen_density = current
         elif s.target is not None:
             if current <= s.target or step + 1 >= self.force_step:
@@ -173,7 +223,7 @@ class MaskTrainer:
 
     def density(self) -> float:
         """Fraction of logits above 0, as `nn.masked.density`, over the logits listed once."""
-        return sum(int((p > 0).sum()) for p in self.logits) / max(1, self.logit_count)
+        return sum(positive_count(p) for p in self.logits) / max(1, self.logit_count)
 
     def after_epoch(self, epoch: int) -> dict[str, float]:
         flat = torch.cat([p.detach().flatten().cpu() for p in self.logits])

@@ -134,13 +134,21 @@ class EdgeController:
         self.entered = self.left = self.steps = 0
         return row
 
-    def finish(self) -> None:
-        """Final real edges: exactly the budgets (targeted dropout prunes to top-k here)."""
+    def finish(self) -> bool:
+        """Final real edges: exactly the budgets (targeted dropout prunes to top-k here).
+
+        Returns whether a mask changed: if not, the model is the one the training loop
+        evaluated last, and its test metrics can be reused.
+        """
+        changed = False
         for layer, k in zip(self.layers, self.budgets, strict=True):
             if self.spec.strategy == "targeted_dropout" or self.spec.strategy in SELECTING:
+                before = layer.mask.clone()
                 layer.select(k)
+                changed = changed or not torch.equal(before, layer.mask)
             if self.spec.strategy != "complete":
                 assert layer.num_real() == k, f"{layer.num_real()} real edges, budget {k}"
+        return changed
 
     def state(self) -> dict[str, Any]:
         return {"budgets": list(self.budgets)}

@@ -132,11 +132,13 @@ def list_jobs(
     tags: Sequence[str] = (),
     owner_id: uuid.UUID | None = None,
     dataset: str | None = None,
+    study_id: uuid.UUID | None = None,
 ) -> tuple[list[Job], str | None]:
     """Newest first; returns the page and the cursor of the next page (None at the end).
 
     `id_prefix` (1 to 32 hex digits) keeps the jobs whose id starts with it; `tags` the
-    jobs carrying every one of them; `dataset` the jobs on that built-in name or upload id.
+    jobs carrying every one of them; `dataset` the jobs on that built-in name or upload id;
+    `study_id` the jobs of one study.
     """
     query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
     if team_id is not None:
@@ -151,6 +153,8 @@ def list_jobs(
         query = query.where(Job.id.in_(select(JobTag.job_id).where(JobTag.tag == tag)))
     if owner_id is not None:
         query = query.where(Job.owner_id == owner_id)
+    if study_id is not None:
+        query = query.where(Job.study_id == study_id)
     if dataset:
         ref = Job.spec["dataset"]
         query = query.where(

@@ -3,16 +3,19 @@ uploaded ones (`{"id": ...}`) from the `datasets` table and the dataset store, n
 with their stored statistics. (The submit-time check of the input shape is torch-free and
 lives in the domain: `jobs.domain.validation`.)
 
-Datasets load once per worker (issue 16): a `DatasetCache` keeps each dataset whole and
-normalised, keyed by name and version (a built-in's source files and statistics, an
-upload's stored checksum). The first load writes float32 .npy files to the cache folder;
-every later load, in this process or another one of the machine, maps those files
-copy-on-write instead of decoding and normalising again, so the pages are shared between
-processes and the kernel may drop them under pressure. Subsets are cut per job.
+Datasets load once per worker (issue 16): a `DatasetCache` keeps each dataset whole, keyed
+by name and version (a built-in's source files and statistics, an upload's stored checksum).
+The first load writes .npy files to the cache folder: the built-in images as raw uint8
+pixels, normalised per batch when a job takes rows (`core.data.inputs`), uploads as float32
+already normalised; `inputs.json` holds the normalisation. Every later load, in this process
+or another one of the machine, maps those files copy-on-write instead of decoding again, so
+the pages are shared between processes and the kernel may drop them under pressure. Subsets
+are cut per job.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
@@ -24,6 +27,7 @@ import numpy as np
 import torch
 
 from archsearch.core.data.catalog import DatasetInfo, require_available
+from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset, dataset_version, load_full, training_subset
 from archsearch.core.data.uploaded import uploaded_dataset, uploaded_info
 from archsearch.core.spec import DatasetRef, JobBase
@@ -35,11 +39,13 @@ from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 
 SPLITS = ("x_train", "y_train", "x_test", "y_test")
+INPUTS = ("x_train", "x_test")
+CACHE_FORMAT = "2"  # 2: inputs as stored by `Inputs` plus inputs.json (issue 16)
 KEPT_IN_PROCESS = 4  # datasets one process keeps mapped (least recently used dropped first)
 
 
 class DatasetCache:
-    """Whole normalised datasets by key: in this process, then in `root` as .npy files."""
+    """Whole datasets by key: in this process, then in `root` as .npy files."""
 
     def __init__(self, root: Path, kept: int = KEPT_IN_PROCESS) -> None:
         self.root, self.kept = root, kept
@@ -70,16 +76,21 @@ class DatasetCache:
         # "c": copy-on-write, so torch takes the arrays without a read-only warning. The
         # tensors are shared by every job of the process: the engine never writes its data.
         arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in SPLITS}
-        tensors = {name: torch.from_numpy(array) for name, array in arrays.items()}
-        return Dataset(info=info, **tensors)
+        split = {name: torch.from_numpy(array) for name, array in arrays.items()}
+        stats = json.loads((folder / "inputs.json").read_text())
+        x_train, x_test = (Inputs(split[name], **stats) for name in INPUTS)
+        return Dataset(info, x_train, split["y_train"], x_test, split["y_test"])
 
     def _write(self, key: str, data: Dataset) -> None:
         # Written aside and renamed into place: a reader never sees half a dataset, and
         # two processes building the same key at once both end with the same files.
         partial = self.root / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         partial.mkdir(parents=True)
+        assert data.x_train.stats == data.x_test.stats, "both splits share one normalisation"
         for name in SPLITS:
-            np.save(partial / f"{name}.npy", getattr(data, name).numpy())
+            split = getattr(data, name)
+            np.save(partial / f"{name}.npy", (split.stored if name in INPUTS else split).numpy())
+        (partial / "inputs.json").write_text(json.dumps(data.x_train.stats))
         try:
             partial.rename(self.root / key)
         except OSError:  # another process finished first: its files are the same
@@ -109,7 +120,7 @@ def load_job_dataset(services: Services, spec: JobBase) -> Dataset:
         return training_subset(full, ref, seed=spec.training.seed)
     row = _upload_row(services, ref.id)
     info = _upload_info(row)
-    key = f"{row.id}-{row.stored_sha256[:16]}"
+    key = f"{row.id}-{row.stored_sha256[:16]}-{CACHE_FORMAT}"
     full = cache.get(key, info, lambda: _load_upload(services, row.id, info))
     return training_subset(full, ref, seed=spec.training.seed)
 

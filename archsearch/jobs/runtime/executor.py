@@ -40,6 +40,7 @@ from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.jobs.runtime.device import pick_device
 from archsearch.jobs.runtime.joblog import JobLog
 from archsearch.jobs.runtime.lease import LeaseKeeper
+from archsearch.jobs.runtime.warmup import release_memory
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
     finally:
         with transaction(services.sessions) as session:
             worker_repository.set_current_job(session, worker, None)
+        release_memory()  # the next job starts from the same resident size (issue 16)
     return job_id
 
 

@@ -59,7 +59,9 @@ def test_another_process_maps_the_files_instead_of_decoding(services: Services) 
     other = DatasetCache(root)  # what a second worker process of the machine starts with
     data = other.get(folder.name, load_dataset(DatasetRef(name="digits"), ()).info, _fails)
     assert other.builds == 0
-    assert isinstance(np.load(folder / "x_train.npy", mmap_mode="r"), np.memmap)
+    stored = np.load(folder / "x_train.npy", mmap_mode="r")
+    assert isinstance(stored, np.memmap) and stored.dtype == np.uint8  # raw pixels, 1 byte each
+    assert torch.equal(data.x_train[:], load_dataset(DatasetRef(name="digits"), ()).x_train[:])
     assert len(data.x_train) == len(load_dataset(DatasetRef(name="digits"), ()).x_train)
 
 

@@ -80,7 +80,18 @@
     const total = Object.values(study.counts || {}).reduce((a, b) => a + b, 0);
     const more = document.getElementById("more-jobs");
     more.hidden = total <= jobs.size;
-    more.textContent = `${total - jobs.size} more job(s) asked since this page opened: reload to list them.`;
+    more.textContent = `${total - jobs.size} more job(s) asked since this page opened: listing them…`;
+  }
+
+  // A row of the jobs table from a JobPublic (the jobs route and the jobs stream).
+  const jobRow = (job) => ({ id: job.id, arm: job.study_arm, seed: job.spec?.training?.seed, status: job.status });
+
+  // An adaptive study asks new trials as it runs: list the ones this page has not seen.
+  async function loadNewJobs() {
+    const total = Object.values(study.counts || {}).reduce((a, b) => a + b, 0);
+    if (total <= jobs.size) return;
+    const page = await api(`/v1/jobs?study=${id}&limit=500`);
+    for (const job of page.data) if (!jobs.has(job.id)) jobs.set(job.id, jobRow(job));
   }
 
   function showArtifacts() {
@@ -108,6 +119,7 @@
 
   async function refresh() {
     study = await api(`/v1/studies/${id}`);
+    await loadNewJobs();
     show();
   }
 
@@ -122,6 +134,11 @@
 
   function onJob(job) {
     const known = jobs.get(job.id);
+    if (!known && job.study_id === id) {
+      jobs.set(job.id, jobRow(job));  // a trial asked after the page opened
+      showJobs();
+      return;
+    }
     if (!known || known.status === job.status) return;
     known.status = job.status;
     showJobs();

@@ -24,7 +24,6 @@ from archsearch.jobs.platform.objects.base import (
     StorageConfigError,
 )
 from archsearch.jobs.platform.objects.local import LocalObjectStore
-from archsearch.jobs.platform.objects.s3 import S3ObjectStore
 from archsearch.jobs.platform.settings import Settings
 
 
@@ -54,6 +53,9 @@ def _open(
         bucket, _, prefix = storage_url.removeprefix("s3://").partition("/")
         if not bucket:
             raise StorageConfigError(f"storage_url {storage_url!r} names no bucket")
+        # Imported here: boto3 costs every process 8 MB (issue 16), and most use a folder.
+        from archsearch.jobs.platform.objects.s3 import S3ObjectStore
+
         return S3ObjectStore.connect(bucket, prefix, s3, artifact_root / ".scratch")
     raise StorageConfigError(
         f"storage_url {storage_url!r} is not supported: use s3://bucket/prefix or file:///path"
