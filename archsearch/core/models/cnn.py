@@ -8,7 +8,7 @@ from itertools import pairwise
 import torch
 from torch import nn
 
-from archsearch.core.models.layers import activation
+from archsearch.core.models.layers import activation, linear_head
 from archsearch.core.models.registry import register_model
 from archsearch.core.spec.model_configs import CNNConfig
 
@@ -40,10 +40,7 @@ class CNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.features(x).flatten(1)  # (B, C*H'*W')
-        for layer in self.head[:-1]:
-            h = self.act(layer(h))
-        logits: torch.Tensor = self.head[-1](h)  # (B, classes)
-        return logits
+        return linear_head(self.head, self.act, h)  # (B, classes)
 
 
 @register_model("cnn")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -23,3 +24,16 @@ def flat_features(input_shape: tuple[int, ...]) -> int:
     for dim in input_shape:
         size *= dim
     return size
+
+
+def linear_head(layers: nn.ModuleList, act: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """The Linear layers in turn, `act` after each but the last (the logits).
+
+    Iterated, not sliced: `layers[:-1]` builds a new ModuleList on every forward pass
+    (issue 16: per-step Python time)."""
+    last = len(layers) - 1
+    for i, layer in enumerate(layers):
+        h = layer(h)
+        if i < last:
+            h = act(h)
+    return h

@@ -24,13 +24,20 @@ class MLP(nn.Module):
         )
         self.act = activation(config.activation)
         self.dropout = nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
+        self.dropout_active = config.dropout > 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.flatten(1)  # (B, F)
-        for layer in self.layers[:-1]:
-            h = self.dropout(self.act(layer(h)))
-        logits: torch.Tensor = self.layers[-1](h)  # (B, classes)
-        return logits
+        # No `self.layers[:-1]`: slicing a ModuleList builds a new module on every call,
+        # and a dropout of 0 is not called at all (issue 16: per-step Python time).
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i < last:
+                h = self.act(h)
+                if self.dropout_active:
+                    h = self.dropout(h)
+        return h  # (B, classes)
 
 
 @register_model("mlp")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from archsearch.core.models.layers import activation
+from archsearch.core.models.layers import activation, linear_head
 from archsearch.core.models.registry import register_model
 from archsearch.core.spec.prune_model_configs import VGGConfig
 
@@ -44,10 +44,7 @@ class VGG(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.pool(self.features(x)).flatten(1)  # (B, C)
-        for layer in self.head[:-1]:
-            h = self.act(layer(h))
-        logits: torch.Tensor = self.head[-1](h)  # (B, classes)
-        return logits
+        return linear_head(self.head, self.act, h)  # (B, classes)
 
 
 @register_model("vgg")
