@@ -102,7 +102,8 @@ class Case:
     floor_loop: str | None = None  # key of the method's own floor loop (`_engine_plain`)
 
 
-def cases(epochs: int, grow_subset: int, search_subset: int) -> list[Case]:
+def cases(args: argparse.Namespace) -> list[Case]:
+    epochs, grow_subset, search_subset = args.epochs, args.grow_subset, args.search_subset
     mnist = {"name": "mnist"}
     training = {"epochs": epochs}
     return [
@@ -133,7 +134,7 @@ def cases(epochs: int, grow_subset: int, search_subset: int) -> list[Case]:
             {
                 "method": "search",
                 "dataset": {"name": "mnist", "train_subset": search_subset},
-                "training": {"epochs": 1},
+                "training": {"epochs": args.search_epochs},
             },
             "graph",
             "top-k per step + admissible-edge gradient",
@@ -323,9 +324,7 @@ def measure(
     args: argparse.Namespace, services: Services, breakdown: Breakdown
 ) -> dict[str, list[float]]:
     full = load_dataset(DatasetRef(name="mnist"), DATA_DIRS)
-    chosen = [
-        c for c in cases(args.epochs, args.grow_subset, args.search_subset) if c.name in args.cases
-    ]
+    chosen = [c for c in cases(args) if c.name in args.cases]
     data = {c.name: subset(full, c) for c in chosen}
     # The plain loops hold the inputs as a user would: normalised float tensors in memory
     # (the job's raw uint8 rows, normalised per batch, cost it their conversion).
@@ -431,7 +430,7 @@ def report(args: argparse.Namespace, times: dict[str, list[float]]) -> None:
         f"{'fused s':>7s} {'job/fused':>9s} {'spread':>9s} "
         f"{'floor s':>7s} {'job/floor':>9s} {'spread':>9s} {'floor/fused':>11s}  floor"
     )
-    for case in cases(args.epochs, args.grow_subset, args.search_subset):
+    for case in cases(args):
         if case.name not in args.cases:
             continue
         job, plain, fused = (times[f"{k}{case.name}"] for k in ("", "plain ", "fused "))
@@ -461,6 +460,7 @@ def main() -> None:
     )
     parser.add_argument("--grow-subset", type=int, default=10_000)
     parser.add_argument("--search-subset", type=int, default=60_000)
+    parser.add_argument("--search-epochs", type=int, default=1, help="epochs of the dnw case")
     names = "train,job,prune learned,prune free,dnw,grow"
     parser.add_argument("--cases", default=names, type=lambda s: s.split(","))
     parser.add_argument("--database-url", default=None)

@@ -60,7 +60,7 @@ def test_a_job_submitted_by_the_form_draws_live_then_offers_its_artifacts(
 ) -> None:
     alice.goto(f"{api_url}/submit")
     alice.select_option("#f-dataset\\.name", "name:digits")
-    alice.fill("#f-training\\.epochs", "20")
+    alice.fill("#f-training\\.epochs", "150")
     alice.locator("#f-training\\.epochs").dispatch_event("change")
     alice.fill("#tags", "live form")
     alice.click("#submit")
