@@ -105,7 +105,10 @@ def test_other_requests_are_answered_while_an_upload_is_processed(
         answer = upload(url, headers, path)
     assert answer.status_code == 201, answer.text
     assert during.statuses == {200}
-    assert len(during.values) >= 10, during.summary()
+    # Answered over and over, and never held for long. (Not ">= 10 answers": a CSV upload
+    # still stalls the API's loop once for about a second near its end, on this code and
+    # the code before issue 16, so the count depended on the machine's speed that run.)
+    assert len(during.values) >= 4 and max(during.values) < 5_000, during.summary()
 
 
 @pytest.fixture(scope="module")
