@@ -9,14 +9,13 @@ the built-in datasets are normalised with their catalogued mean and std.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import torch
 
 from archsearch.core.data.catalog import DatasetInfo
 from archsearch.core.data.inputs import Inputs
-from archsearch.core.data.loaders import Dataset, _subset_indices
+from archsearch.core.data.loaders import Dataset, training_subset
 from archsearch.core.spec.common import DatasetRef
 
 NORMALISE_ROWS = 4096  # samples normalised at a time
@@ -80,7 +79,4 @@ def uploaded_dataset(
     # numbers, normalised in float64 (`normalise`), which a per-batch step would redo.
     x_train, x_test = normalise(arrays["x"], info), normalise(arrays["x_test"], info)
     data = Dataset(info, Inputs.from_tensor(x_train), y_train, Inputs.from_tensor(x_test), y_test)
-    if ref.train_subset is None and ref.samples_per_class is None:
-        return data
-    keep = _subset_indices(data.y_train, ref, seed)
-    return replace(data, x_train=data.x_train.subset(keep), y_train=data.y_train[keep])
+    return training_subset(data, ref, seed)

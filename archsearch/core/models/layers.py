@@ -26,8 +26,11 @@ def flat_features(input_shape: tuple[int, ...]) -> int:
     return size
 
 
-def linear_head(layers: nn.ModuleList, act: nn.Module, h: torch.Tensor) -> torch.Tensor:
-    """The Linear layers in turn, `act` after each but the last (the logits).
+def linear_head(
+    layers: nn.ModuleList, act: nn.Module, h: torch.Tensor, dropout: nn.Module | None = None
+) -> torch.Tensor:
+    """The Linear layers in turn, `act` (then `dropout`, if any) after each but the last
+    (the logits).
 
     Iterated, not sliced: `layers[:-1]` builds a new ModuleList on every forward pass
     (issue 16: per-step Python time)."""
@@ -36,4 +39,6 @@ def linear_head(layers: nn.ModuleList, act: nn.Module, h: torch.Tensor) -> torch
         h = layer(h)
         if i < last:
             h = act(h)
+            if dropout is not None:
+                h = dropout(h)
     return h

@@ -7,7 +7,7 @@ from itertools import pairwise
 import torch
 from torch import nn
 
-from archsearch.core.models.layers import activation, flat_features
+from archsearch.core.models.layers import activation, flat_features, linear_head
 from archsearch.core.models.registry import register_model
 from archsearch.core.spec.model_configs import MLPConfig
 
@@ -27,17 +27,9 @@ class MLP(nn.Module):
         self.dropout_active = config.dropout > 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x.flatten(1)  # (B, F)
-        # No `self.layers[:-1]`: slicing a ModuleList builds a new module on every call,
-        # and a dropout of 0 is not called at all (issue 16: per-step Python time).
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
-            h = layer(h)
-            if i < last:
-                h = self.act(h)
-                if self.dropout_active:
-                    h = self.dropout(h)
-        return h  # (B, classes)
+        # A dropout of 0 is not called at all (issue 16: per-step Python time).
+        dropout = self.dropout if self.dropout_active else None
+        return linear_head(self.layers, self.act, x.flatten(1), dropout)  # (B, classes)
 
 
 @register_model("mlp")
