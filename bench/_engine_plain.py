@@ -34,7 +34,7 @@ from torch import nn
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import searchable_edges
-from archsearch.core.spec import JobBase
+from archsearch.specs import JobBase
 
 
 def plain_fit(

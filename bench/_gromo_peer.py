@@ -39,8 +39,8 @@ import torch.nn.functional as F
 
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.nn.growable import carry_optimizer_state
-from archsearch.core.spec import GrowJob
 from archsearch.core.training import epoch_batches, evaluate, lr_factor, steps_per_epoch
+from archsearch.specs import GrowJob
 
 CPU = torch.device("cpu")
 INTERVAL = 30  # optimiser steps between growths: the tutorial's 3 epochs x 10 batches

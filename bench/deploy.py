@@ -33,7 +33,7 @@ from archsearch.core.deploy import load_deployed
 from archsearch.core.deploy.latency import model_latencies
 from archsearch.core.export import load_model
 from archsearch.core.methods import get_method
-from archsearch.core.spec import parse_job_spec
+from archsearch.specs import parse_job_spec
 
 DATA_DIRS = (
     Path(__file__).resolve().parents[2] / "shared" / "datasets",

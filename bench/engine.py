@@ -78,8 +78,7 @@ from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa
 
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset  # noqa: E402
 from archsearch.core.methods import get_method  # noqa: E402
-from archsearch.core.spec import DatasetRef, JobBase, parse_job_spec  # noqa: E402
-from archsearch.jobs.domain.offer import Offer  # noqa: E402
+from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.tables import Job, JobStatus  # noqa: E402
 from archsearch.jobs.platform.db import transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
@@ -87,6 +86,7 @@ from archsearch.jobs.platform.services import Services  # noqa: E402
 from archsearch.jobs.platform.settings import Settings  # noqa: E402
 from archsearch.jobs.runtime.context import DbRunContext  # noqa: E402
 from archsearch.jobs.runtime.executor import execute_next  # noqa: E402
+from archsearch.specs import DatasetRef, JobBase, parse_job_spec  # noqa: E402
 
 DATA_DIRS = (REPO.parent / "shared" / "datasets",)
 CPU = torch.device("cpu")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
 from archsearch.core.methods import get_method
-from archsearch.core.spec import DatasetRef, parse_job_spec
+from archsearch.specs import DatasetRef, parse_job_spec
 
 DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
 DATASETS = ("digits", "mnist", "fashion_mnist")

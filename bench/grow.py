@@ -45,8 +45,8 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.growth import layer_step, solver
 from archsearch.core.methods import get_method
-from archsearch.core.spec import GrowJob, parse_job_spec
-from archsearch.core.spec.common import DatasetRef
+from archsearch.specs import GrowJob, parse_job_spec
+from archsearch.specs.common import DatasetRef
 
 DATA_DIRS = (Path(__file__).resolve().parents[1].parent / "shared" / "datasets",)
 BEFORE = {"eig_rtol": 0.01, "max_amplitude": 16.0}

@@ -36,8 +36,8 @@ from archsearch.core.methods import prune, train, transfer  # noqa: E402
 from archsearch.core.models import Architecture  # noqa: E402
 from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
 from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
-from archsearch.core.spec import DatasetRef, parse_job_spec  # noqa: E402
 from archsearch.core.training import evaluate, seed_everything  # noqa: E402
+from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
 DATA_DIRS = (REPO.parent / "shared" / "datasets",)
 

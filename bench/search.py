@@ -33,10 +33,10 @@ from archsearch.core.methods import get_method
 from archsearch.core.methods.search import train_wiring
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import searchable_edges
-from archsearch.core.spec import SearchJob, parse_job_spec
-from archsearch.core.spec.common import DatasetRef
-from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 from archsearch.core.training import evaluate, seed_everything
+from archsearch.specs import SearchJob, parse_job_spec
+from archsearch.specs.common import DatasetRef
+from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 
 DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
 

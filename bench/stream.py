@@ -38,7 +38,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archsearch.client.streams import parse_events  # noqa: E402
-from archsearch.jobs.domain import repository  # noqa: E402
+from archsearch.jobs.domain.jobs import claims, repository  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.schemas.streams import StreamMetric  # noqa: E402
@@ -208,7 +208,7 @@ def start_jobs(api: str, headers: dict[str, str], database_url: str, n: int) -> 
     engine = make_engine(database_url)
     with transaction(make_session_factory(engine)) as session:
         for job_id in ids:
-            repository.claim_job(session, job_id, "bench-writer", 3600.0, 3)
+            claims.claim_job(session, job_id, "bench-writer", 3600.0, 3)
     engine.dispose()
     return ids
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from archsearch.cli.common import local_time, unique_prefixes
 from archsearch.cli.main import main
-from archsearch.core.spec import METHOD_NAMES
+from archsearch.specs import METHOD_NAMES
 from tests.conftest import REPO_ROOT
 from tests.service.procs import free_port
 

@@ -36,8 +36,8 @@ from archsearch.api.streaming import (
     sse_frame,
     state_of,
 )
-from archsearch.jobs.domain import streams_repository
 from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.jobs import streams_repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import EventPublic, JobPublic

@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from archsearch.core.errors import UserError
-from archsearch.core.spec import METHOD_NAMES, MODEL_NAMES
 from archsearch.jobs.domain.errors import (
     Busy,
     Forbidden,
@@ -32,6 +31,7 @@ from archsearch.jobs.domain.errors import (
 from archsearch.jobs.platform.db import DATABASE_REFUSED_INPUT, DATABASE_UNAVAILABLE
 from archsearch.jobs.platform.migrate import SchemaBehind
 from archsearch.schemas.errors import ErrorBody, FieldError
+from archsearch.specs import METHOD_NAMES, MODEL_NAMES
 
 # (exception type, HTTP status, error code); the first match wins.
 ERROR_TABLE: list[tuple[type[Exception], int, str]] = [

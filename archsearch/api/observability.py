@@ -25,8 +25,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from archsearch.jobs.domain import metrics_repository
 from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.jobs import metrics_repository
 from archsearch.jobs.platform.services import Services
 
 # Job durations span seconds (digits) to days (a search on a GPU).

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from archsearch.core.data.catalog import DatasetInfo
-from archsearch.jobs.domain import scheduler, worker_repository
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
+from archsearch.jobs.domain.jobs import scheduler, worker_repository
 from archsearch.jobs.domain.tables import JobStatus, WorkerRecord
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.datasets import DatasetPublic, UploadedDatasetPublic

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from archsearch.jobs.domain.streams_repository import MetricRow
+from archsearch.jobs.domain.jobs.streams_repository import MetricRow
 from archsearch.jobs.domain.tables import JobEvent
 from archsearch.schemas.jobs import JobPublic
 from archsearch.schemas.streams import StreamPosition

@@ -6,7 +6,7 @@ prune's fine-tuning, IMP's rounds, search's dense phase, grow's re-made optimise
 each growth and its timed baseline are all counted without a counter in any method. Prune's
 mask-logit optimiser steps on the same batches as the weights' and is not counted twice.
 Grow's statistics batches take no optimiser step: `count_statistics` reports them apart
-(`statistics_batches`, `statistics_samples`); budgets (`core.spec.budget`) do not charge them.
+(`statistics_batches`, `statistics_samples`); budgets (`specs.budget`) do not charge them.
 
 `measured(run)` (applied by `core.methods.get_method`) opens a `Spend` for one method run
 and adds its counts to `Result.metrics`. The count travels in the job's checkpoints, so a

@@ -23,7 +23,7 @@ from archsearch.core.context import RunContext
 from archsearch.core.data.inputs import Rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
-from archsearch.core.spec.common import OptimizerSpec, ScheduleSpec, TrainingSpec
+from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metrics

@@ -15,10 +15,10 @@ import click
 from pydantic import BaseModel
 from rich.console import Console
 
-from archsearch.core.spec import JOB_TYPES, job_spec_adapter
 from archsearch.jobs.platform.settings import Settings
 from archsearch.server import processes
 from archsearch.server.admin import admin
+from archsearch.specs import JOB_TYPES, job_spec_adapter
 
 console = Console()
 

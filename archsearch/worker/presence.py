@@ -8,7 +8,7 @@ import logging
 import socket
 import threading
 
-from archsearch.jobs.domain import worker_repository
+from archsearch.jobs.domain.jobs import worker_repository
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.runtime.device import device_details
 from archsearch.jobs.runtime.executor import worker_name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.device import local_offer

@@ -14,9 +14,9 @@ from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.errors import JobCancelled
 from archsearch.core.methods import get_method
 from archsearch.core.search import strategies
-from archsearch.core.spec import JobBase, parse_job_spec
-from archsearch.core.spec import budget as plan
-from archsearch.core.spec.budget import fit_to_budget, planned_steps
+from archsearch.specs import JobBase, parse_job_spec
+from archsearch.specs import budget as plan
+from archsearch.specs.budget import fit_to_budget, planned_steps
 
 SUBSET = {"name": "digits", "train_subset": 300}
 MLP = {"name": "mlp", "hidden": [16]}

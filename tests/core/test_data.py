@@ -14,7 +14,7 @@ from archsearch.core.data.catalog import BUILTIN_DATASETS, available_datasets, r
 from archsearch.core.data.idx import parse_idx, read_idx
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.errors import DatasetUnavailableError, UnknownDatasetError
-from archsearch.core.spec import DatasetRef
+from archsearch.specs import DatasetRef
 
 # Published class counts of the MNIST training split.
 MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]

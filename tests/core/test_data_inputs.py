@@ -20,7 +20,7 @@ from archsearch.core.data.loaders import (
     Dataset,
     load_dataset,
 )
-from archsearch.core.spec import DatasetRef
+from archsearch.specs import DatasetRef
 
 
 def whole_array_normalise(x: np.ndarray, scale: float, mean: float, std: float) -> torch.Tensor:

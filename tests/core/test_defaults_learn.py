@@ -21,7 +21,7 @@ from archsearch.core.context import InMemoryContext, Result
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
 from archsearch.core.errors import IncompatibleModelError
 from archsearch.core.methods import get_method
-from archsearch.core.spec import DatasetRef, parse_job_spec
+from archsearch.specs import DatasetRef, parse_job_spec
 
 DATASETS = ("digits", "mnist", "fashion_mnist")
 TEST_IMAGES = 300

@@ -17,7 +17,7 @@ from archsearch.core.export import (
     tensors_to_bytes,
 )
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.spec import CNNConfig, MLPConfig
+from archsearch.specs import CNNConfig, MLPConfig
 
 
 def test_mlp_macs_are_the_sum_of_weight_matrix_sizes() -> None:

@@ -20,8 +20,8 @@ from archsearch.core.growth import cnn_step
 from archsearch.core.growth.layer_step import LayerPolicy
 from archsearch.core.methods import get_method
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.spec import GrowJob, parse_job_spec
-from archsearch.core.spec.model_configs import CNNConfig
+from archsearch.specs import GrowJob, parse_job_spec
+from archsearch.specs.model_configs import CNNConfig
 
 
 @pytest.fixture(scope="module")

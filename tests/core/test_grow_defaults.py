@@ -14,7 +14,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.growth import layer_step, solver
 from archsearch.core.methods import get_method
-from archsearch.core.spec import GrowJob, parse_job_spec
+from archsearch.specs import GrowJob, parse_job_spec
 
 
 def test_line_search_doubles_until_the_loss_rises() -> None:

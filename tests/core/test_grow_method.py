@@ -14,7 +14,7 @@ from archsearch.core.data.loaders import load_dataset
 from archsearch.core.errors import IncompatibleModelError, JobCancelled
 from archsearch.core.export import load_model
 from archsearch.core.methods import get_method
-from archsearch.core.spec import GrowJob, parse_job_spec
+from archsearch.specs import GrowJob, parse_job_spec
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from torch import nn
 from archsearch.core.growth import layer_step, solver
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.growable import carry_optimizer_state, widen_pair
-from archsearch.core.spec.model_configs import MLPConfig
+from archsearch.specs.model_configs import MLPConfig
 
 
 def toy_problem(activation: str = "tanh", hidden: tuple[int, ...] = (3, 2), seed: int = 0):

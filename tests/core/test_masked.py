@@ -21,8 +21,8 @@ from archsearch.core.nn.two_temperature import (
     binary_mask_straight_through,
     two_temperature_sigmoid,
 )
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
+from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
 
 @pytest.mark.parametrize("t_hard,t_soft", [(100.0, 10.0), (1000.0, 10.0), (50.0, 5.0), (7.0, 7.0)])

@@ -8,8 +8,8 @@ import torch
 from archsearch.core.errors import IncompatibleModelError
 from archsearch.core.export import load_model, model_to_bytes
 from archsearch.core.models import Architecture, create_model, list_models
-from archsearch.core.spec.families import MODEL_CONFIG_TYPES
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
+from archsearch.specs.families import MODEL_CONFIG_TYPES
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
 
 CANDIDATE_SHAPES = [(1, 28, 28), (1, 8, 8), (3, 32, 32)]
 CONFIGS = {t.model_fields["name"].default: t for t in MODEL_CONFIG_TYPES}

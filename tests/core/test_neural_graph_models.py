@@ -10,7 +10,7 @@ from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.graph_edges import GraphEdges
 from archsearch.core.nn.neural_graph import model_graphs
 from archsearch.core.search.compact import compact_model, model_macs
-from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
+from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 
 SHAPE = (1, 12, 12)
 CONFIGS = {

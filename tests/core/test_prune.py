@@ -25,10 +25,10 @@ from archsearch.core.nn.masked import (
 from archsearch.core.pruning.build import build_masked_model, weight_params
 from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.trainer import MaskTrainer
-from archsearch.core.spec import parse_job_spec
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
 from archsearch.core.training import fit, seed_everything
+from archsearch.specs import parse_job_spec
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
+from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
 SMALL = {"name": "mlp", "hidden": [32, 16]}
 

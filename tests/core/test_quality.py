@@ -8,8 +8,8 @@ from torch import nn
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.quality import predicted_class_counts, prediction_check
-from archsearch.core.spec.common import DatasetRef, TrainingSpec
 from archsearch.core.training import evaluate, evaluate_predictions, fit
+from archsearch.specs.common import DatasetRef, TrainingSpec
 
 
 class Constant(nn.Module):

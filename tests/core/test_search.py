@@ -16,9 +16,9 @@ from archsearch.core.export import load_model, tensors_from_bytes
 from archsearch.core.methods import get_method
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import EdgeController, anneal_k, searchable_edges
-from archsearch.core.spec import SearchJob, parse_job_spec
-from archsearch.core.spec.graph_model_configs import NeuralGraphConfig
 from archsearch.core.training import fit, seed_everything, steps_per_epoch
+from archsearch.specs import SearchJob, parse_job_spec
+from archsearch.specs.graph_model_configs import NeuralGraphConfig
 
 
 @pytest.fixture(scope="module")

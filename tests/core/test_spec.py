@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from archsearch.core.spec import METHOD_NAMES, OptimizerSpec, TrainJob, parse_job_spec
+from archsearch.specs import METHOD_NAMES, OptimizerSpec, TrainJob, parse_job_spec
 
 
 @pytest.mark.parametrize("method", METHOD_NAMES)

@@ -13,7 +13,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.methods import compare_spectra, prune
 from archsearch.core.pruning.spectrum import normalized_laplacian_spectrum, spectrum_pca
-from archsearch.core.spec import parse_job_spec
+from archsearch.specs import parse_job_spec
 
 
 def reference_spectrum(weights: list[np.ndarray]) -> np.ndarray:

@@ -14,10 +14,10 @@ from archsearch.core.data.loaders import load_dataset
 from archsearch.core.methods import prune
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import mask_logits
-from archsearch.core.spec import DatasetRef, parse_job_spec
-from archsearch.core.spec.common import TrainingSpec
-from archsearch.core.spec.model_configs import MLPConfig
 from archsearch.core.training import REPORT_EVERY, TrainHooks, fit, steps_per_epoch
+from archsearch.specs import DatasetRef, parse_job_spec
+from archsearch.specs.common import TrainingSpec
+from archsearch.specs.model_configs import MLPConfig
 
 
 def test_hook_metrics_are_window_means_and_progress_is_per_step() -> None:

@@ -13,7 +13,8 @@ from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.methods import train as train_method
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.spec import (
+from archsearch.core.training import TrainHooks, fit, lr_factor, seed_everything
+from archsearch.specs import (
     DatasetRef,
     MLPConfig,
     ScheduleSpec,
@@ -21,7 +22,6 @@ from archsearch.core.spec import (
     TrainJob,
     parse_job_spec,
 )
-from archsearch.core.training import TrainHooks, fit, lr_factor, seed_everything
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from archsearch.core.pruning.baselines import (
     random_masks,
     reshuffle_masks,
 )
-from archsearch.core.spec import parse_job_spec
+from archsearch.specs import parse_job_spec
 
 SMALL = {"name": "mlp", "hidden": [32, 16]}
 

@@ -286,11 +286,11 @@ def test_a_delete_waits_for_a_submit_in_flight_and_then_sees_its_job(
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
-    from archsearch.core.spec import parse_job_spec
-    from archsearch.jobs.domain import repository as job_repository
     from archsearch.jobs.domain.datasets import service as uploads
     from archsearch.jobs.domain.errors import DatasetInUse
+    from archsearch.jobs.domain.jobs import repository as job_repository
     from archsearch.jobs.platform.settings import Settings
+    from archsearch.specs import parse_job_spec
 
     x, y = blobs(classes=2, per_class=10, shape=(3,), seed=11)
     dataset = upload(client, tmp_path, "race.npz", npz_bytes(x=x, y=y))

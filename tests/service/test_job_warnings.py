@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 
 from archsearch.api.app import create_app
 from archsearch.core.context import Result, RunWarning
-from archsearch.jobs.domain import repository
-from archsearch.jobs.domain.offer import Offer
-from archsearch.jobs.domain.scheduler import claim_next
+from archsearch.jobs.domain.jobs import repository
+from archsearch.jobs.domain.jobs.offer import Offer
+from archsearch.jobs.domain.jobs.scheduler import claim_next
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services

@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.client import ApiError, ArchsearchClient
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.export import load_model
-from archsearch.core.spec import DatasetRef
 from archsearch.core.training import evaluate
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric
+from archsearch.specs import DatasetRef
 
 pytestmark = pytest.mark.service
 

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
 from archsearch.jobs.platform.db import transaction
 from archsearch.schemas.errors import ErrorBody

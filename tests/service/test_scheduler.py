@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts import repository as account_repo
-from archsearch.jobs.domain.offer import Offer
-from archsearch.jobs.domain.repository import Placement
-from archsearch.jobs.domain.scheduler import claim_next, pending_reason, queue_position
+from archsearch.jobs.domain.jobs import repository
+from archsearch.jobs.domain.jobs.offer import Offer
+from archsearch.jobs.domain.jobs.repository import Placement
+from archsearch.jobs.domain.jobs.scheduler import claim_next, pending_reason, queue_position
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade

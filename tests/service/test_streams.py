@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.client import ArchsearchClient
-from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.platform.db import transaction
 from tests.service import procs
 from tests.service.conftest import Accounts, start_worker

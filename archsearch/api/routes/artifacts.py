@@ -34,9 +34,9 @@ from archsearch.api.auth import TOKEN_CACHE_SECONDS, CurrentUser
 from archsearch.api.deps import ReadSessionDep, ServicesDep
 from archsearch.api.params import JobId
 from archsearch.api.ranges import stream_object
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.errors import NotFound
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import Artifact
 from archsearch.jobs.platform.objects import CHUNK
 from archsearch.jobs.platform.services import Services

@@ -17,8 +17,7 @@ from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, Setting
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
-from archsearch.core.spec import JobSpec
-from archsearch.jobs.domain import repository, service
+from archsearch.jobs.domain.jobs import repository, service
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.jobs import (
     EventPublic,
@@ -32,6 +31,7 @@ from archsearch.schemas.jobs import (
     Tag,
     TagsUpdate,
 )
+from archsearch.specs import JobSpec
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

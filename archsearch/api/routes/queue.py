@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, SettingsDep
 from archsearch.api.presenters import job_with_queue_state, workers_public
-from archsearch.jobs.domain import queue_repository
 from archsearch.jobs.domain.errors import Forbidden
+from archsearch.jobs.domain.jobs import queue_repository
 from archsearch.schemas.jobs import JobPublic
 from archsearch.schemas.queue import QueuePublic, WorkersPublic
 

@@ -21,8 +21,8 @@ from archsearch.api.deps import ServicesDep
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.api.streaming import sse_frame
-from archsearch.jobs.domain import repository, streams_repository
 from archsearch.jobs.domain.errors import InvalidCursor
+from archsearch.jobs.domain.jobs import repository, streams_repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.streams import STREAM_POSITION_PATTERN, StreamPosition
 

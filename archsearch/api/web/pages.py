@@ -22,14 +22,14 @@ from fastapi.templating import Jinja2Templates
 
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.api.web import session as web_session
-from archsearch.core.spec import METHOD_NAMES, job_spec_adapter
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies import summary as studies_summary
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.services import Services
+from archsearch.specs import METHOD_NAMES, job_spec_adapter
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")

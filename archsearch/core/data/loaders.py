@@ -18,7 +18,7 @@ import torch
 from archsearch.core.data.catalog import DatasetInfo, find_idx_files, require_available
 from archsearch.core.data.idx import read_idx
 from archsearch.core.data.inputs import Inputs
-from archsearch.core.spec.common import DatasetRef
+from archsearch.specs.common import DatasetRef
 
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0  # fixed, so every job on `digits` sees the same test split

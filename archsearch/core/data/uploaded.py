@@ -16,7 +16,7 @@ import torch
 from archsearch.core.data.catalog import DatasetInfo
 from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset, training_subset
-from archsearch.core.spec.common import DatasetRef
+from archsearch.specs.common import DatasetRef
 
 NORMALISE_ROWS = 4096  # samples normalised at a time
 

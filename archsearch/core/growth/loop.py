@@ -34,7 +34,6 @@ from archsearch.core.growth.schedule import (
 )
 from archsearch.core.models import create_model
 from archsearch.core.nn.growable import carry_optimizer_state
-from archsearch.core.spec.grow import GrowJob
 from archsearch.core.training import (
     StepMeans,
     check_stop,
@@ -44,6 +43,7 @@ from archsearch.core.training import (
     make_optimizer,
     steps_per_epoch,
 )
+from archsearch.specs.grow import GrowJob
 
 CHECKPOINT_PHASE = "grow"
 

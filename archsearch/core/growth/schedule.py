@@ -27,9 +27,9 @@ from archsearch.core.growth import cnn_step
 from archsearch.core.growth.layer_step import LayerPolicy, grow_layer
 from archsearch.core.models import Architecture
 from archsearch.core.nn.growable import linears
-from archsearch.core.spec.grow import GrowJob
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
 from archsearch.core.training import evaluate_predictions
+from archsearch.specs.grow import GrowJob
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
 
 # The test split's mean loss, accuracy and predicted-class counts (`evaluate_predictions`).
 Evaluation = tuple[float, float, torch.Tensor]

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.spec.common import TrainingSpec
 from archsearch.core.training import ensure_finite, epoch_batches, evaluate, make_optimizer
+from archsearch.specs.common import TrainingSpec
 
 
 def train_for_seconds(

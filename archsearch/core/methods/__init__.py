@@ -13,7 +13,7 @@ from collections.abc import Callable
 from archsearch.core.budget import measured
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.spec import METHOD_NAMES, JobBase
+from archsearch.specs import METHOD_NAMES, JobBase
 
 MethodRun = Callable[[JobBase, Dataset, RunContext], Result]
 

@@ -32,9 +32,9 @@ from archsearch.core.growth.schedule import GrowState, architecture_for, hidden_
 from archsearch.core.growth.timed import train_for_seconds
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
-from archsearch.core.spec.grow import GROW_ACTIVATIONS, GrowJob
-from archsearch.core.spec.model_configs import MLPConfig
 from archsearch.core.training import evaluate_predictions, seed_everything
+from archsearch.specs.grow import GROW_ACTIVATIONS, GrowJob
+from archsearch.specs.model_configs import MLPConfig
 
 
 def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:

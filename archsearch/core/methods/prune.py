@@ -36,8 +36,6 @@ from archsearch.core.pruning.build import (
 from archsearch.core.pruning.plots import mask_logits_png
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
 from archsearch.core.quality import prediction_check
-from archsearch.core.spec.budget import IMP_PRUNE_FRACTION
-from archsearch.core.spec.prune import PruneJob
 from archsearch.core.training import (
     TrainHooks,
     evaluate,
@@ -46,6 +44,8 @@ from archsearch.core.training import (
     seed_everything,
     steps_per_epoch,
 )
+from archsearch.specs.budget import IMP_PRUNE_FRACTION
+from archsearch.specs.prune import PruneJob
 
 
 def mask_schedule(spec: PruneJob, data: Dataset) -> MaskSchedule:

@@ -23,7 +23,6 @@ from archsearch.core.quality import prediction_check
 from archsearch.core.search.compact import compact_architecture, compact_model, model_macs
 from archsearch.core.search.report import adjacency_png, graph_json, mask_bytes, swaps_png
 from archsearch.core.search.strategies import DENSE_FIRST, EdgeController, searchable_edges
-from archsearch.core.spec import SearchJob
 from archsearch.core.training import (
     evaluate,
     evaluate_predictions,
@@ -31,6 +30,7 @@ from archsearch.core.training import (
     seed_everything,
     steps_per_epoch,
 )
+from archsearch.specs import SearchJob
 
 
 @dataclass

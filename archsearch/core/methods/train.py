@@ -11,8 +11,8 @@ from archsearch.core.deploy import registry_deployable, write_deployment
 from archsearch.core.export import count_macs, count_parameters, curves_png, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
-from archsearch.core.spec import TrainJob
 from archsearch.core.training import fit, seed_everything
+from archsearch.specs import TrainJob
 
 
 def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:

@@ -28,10 +28,10 @@ from archsearch.core.nn.masked import mask_model, prunable_layer_names, set_mask
 from archsearch.core.pruning.baselines import random_masks, reshuffle_masks
 from archsearch.core.pruning.build import density_report, mask_bytes, save_pruned, weight_params
 from archsearch.core.quality import prediction_check
-from archsearch.core.spec.budget import TRANSFER_EVALUATIONS, transfer_schedule
-from archsearch.core.spec.common import TrainingSpec
-from archsearch.core.spec.prune import TransferJob
 from archsearch.core.training import fit, seed_everything, steps_per_epoch
+from archsearch.specs.budget import TRANSFER_EVALUATIONS, transfer_schedule
+from archsearch.specs.common import TrainingSpec
+from archsearch.specs.prune import TransferJob
 
 Masks = dict[str, torch.Tensor]
 
@@ -115,7 +115,7 @@ def step_budget(
         return data, training
     n = len(data.x_train)
     # An epoch of the repeated set is about steps / EVALUATIONS batches; the budget planner
-    # uses the same rule (`core.spec.budget.transfer_schedule`).
+    # uses the same rule (`specs.budget.transfer_schedule`).
     repeat, epochs = transfer_schedule(n, training.batch_size, steps)
     tiled = dataclasses.replace(
         data,

@@ -10,7 +10,7 @@ from torch import nn
 
 from archsearch.core.models.layers import activation, linear_head
 from archsearch.core.models.registry import register_model
-from archsearch.core.spec.model_configs import CNNConfig
+from archsearch.specs.model_configs import CNNConfig
 
 
 def conv_block(c_in: int, c_out: int, config: CNNConfig) -> nn.Sequential:

@@ -9,7 +9,7 @@ from torch import nn
 
 from archsearch.core.models.layers import activation, flat_features, linear_head
 from archsearch.core.models.registry import register_model
-from archsearch.core.spec.model_configs import MLPConfig
+from archsearch.specs.model_configs import MLPConfig
 
 
 class MLP(nn.Module):

@@ -10,7 +10,7 @@ from torch import nn
 
 from archsearch.core.models.layers import activation
 from archsearch.core.models.registry import register_model
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config
+from archsearch.specs.prune_model_configs import MobileNetV1Config
 
 
 def conv_bn(

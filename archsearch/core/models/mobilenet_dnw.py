@@ -17,7 +17,7 @@ from torch import nn
 from archsearch.core.models.registry import register_model
 from archsearch.core.nn.graph_edges import GraphEdges, SparseEdges
 from archsearch.core.nn.neural_graph import OpSpec, StaticGraph, block_admissible, conv_out
-from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig
+from archsearch.specs.graph_model_configs import MobileNetDNWConfig
 
 
 class MaskedLinear(nn.Module):

@@ -21,7 +21,7 @@ from archsearch.core.nn.neural_graph import (
     block_admissible,
     conv_out,
 )
-from archsearch.core.spec.graph_model_configs import NeuralGraphConfig
+from archsearch.specs.graph_model_configs import NeuralGraphConfig
 
 
 def downsample_stem(channels_in: int, nodes: int, strides: tuple[int, int]) -> nn.Sequential:

@@ -19,8 +19,8 @@ from pydantic import TypeAdapter
 from torch import nn
 
 from archsearch.core.errors import IncompatibleModelError, UserError
-from archsearch.core.spec.families import ModelConfig
-from archsearch.core.spec.model_configs import ModelConfigBase
+from archsearch.specs.families import ModelConfig
+from archsearch.specs.model_configs import ModelConfigBase
 
 Builder = Callable[[Any, tuple[int, ...], int], nn.Module]
 _BUILDERS: dict[str, Builder] = {}

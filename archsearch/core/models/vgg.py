@@ -12,7 +12,7 @@ from torch import nn
 
 from archsearch.core.models.layers import activation, linear_head
 from archsearch.core.models.registry import register_model
-from archsearch.core.spec.prune_model_configs import VGGConfig
+from archsearch.specs.prune_model_configs import VGGConfig
 
 
 def vgg_stage(c_in: int, widths: tuple[int, ...], config: VGGConfig) -> nn.Sequential:

@@ -21,9 +21,9 @@ from torch import nn
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.nn.masked import masked_layers, set_masks
-from archsearch.core.spec.budget import imp_schedule
-from archsearch.core.spec.common import TrainingSpec
 from archsearch.core.training import fit
+from archsearch.specs.budget import imp_schedule
+from archsearch.specs.common import TrainingSpec
 
 Masks = dict[str, torch.Tensor]
 
@@ -90,7 +90,7 @@ class IMPResult:
 
 def _imp_steps(densities: list[float], prune_fraction: float) -> list[float]:
     """Densities visited: remove `prune_fraction` of what remains, landing on each target.
-    (The budget planner counts the same rounds: one definition in `core.spec.budget`.)"""
+    (The budget planner counts the same rounds: one definition in `specs.budget`.)"""
     return imp_schedule(densities, prune_fraction)
 
 

@@ -28,8 +28,8 @@ from archsearch.core.nn.masked import (
 from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.plots import spectrum_png
 from archsearch.core.pruning.spectrum import mlp_weights, normalized_laplacian_spectrum
-from archsearch.core.spec.model_configs import MLPConfig
-from archsearch.core.spec.prune import PruneJob
+from archsearch.specs.model_configs import MLPConfig
+from archsearch.specs.prune import PruneJob
 
 
 def build_masked_model(

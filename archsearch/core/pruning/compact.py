@@ -15,8 +15,8 @@ from archsearch.core.models.registry import Architecture, create_model
 from archsearch.core.pruning.compact_conv import cnn_chain, compact_conv_state, vgg_chain
 from archsearch.core.pruning.compact_mlp import compact_chain
 from archsearch.core.pruning.compact_mobilenet import compact_mobilenet
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig, ModelConfigBase
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
+from archsearch.specs.model_configs import CNNConfig, MLPConfig, ModelConfigBase
+from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
 State = dict[str, torch.Tensor]
 

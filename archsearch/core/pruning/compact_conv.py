@@ -17,8 +17,8 @@ import torch
 
 from archsearch.core.models.layers import ACTIVATIONS
 from archsearch.core.pruning.compact_mlp import compact_chain
-from archsearch.core.spec.model_configs import CNNConfig
-from archsearch.core.spec.prune_model_configs import VGGConfig
+from archsearch.specs.model_configs import CNNConfig
+from archsearch.specs.prune_model_configs import VGGConfig
 
 State = dict[str, torch.Tensor]
 BN_KEYS = ("weight", "bias", "running_mean", "running_var")

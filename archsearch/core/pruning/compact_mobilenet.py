@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from archsearch.core.models.layers import ACTIVATIONS
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config
+from archsearch.specs.prune_model_configs import MobileNetV1Config
 
 State = dict[str, torch.Tensor]
 BN_KEYS = ("weight", "bias", "running_mean", "running_var")

@@ -20,7 +20,7 @@ from torch import nn
 
 from archsearch.core.models.registry import Architecture, create_model
 from archsearch.core.nn.neural_graph import DynamicGraph, Graph, StaticGraph, model_graphs
-from archsearch.core.spec.graph_model_configs import CompactGraph
+from archsearch.specs.graph_model_configs import CompactGraph
 
 
 def _forward_reach(graph: StaticGraph, reach_in: torch.Tensor) -> torch.Tensor:

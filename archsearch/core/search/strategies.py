@@ -17,8 +17,8 @@ from torch import nn
 from archsearch.core.nn.graph_edges import GraphEdges
 from archsearch.core.nn.neural_graph import model_graphs
 from archsearch.core.nn.topk import topk_mask
-from archsearch.core.spec.search import SearchSpec
 from archsearch.core.training import TrainHooks
+from archsearch.specs.search import SearchSpec
 
 SELECTING = ("dnw", "no_update")  # top-k of |w| recomputed after every step
 DENSE_FIRST = ("lottery_one_shot", "fine_tune")  # a dense phase, then a fixed top-k

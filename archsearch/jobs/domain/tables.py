@@ -1,6 +1,9 @@
 """The job tables: jobs, their events, metrics and artifacts, and the worker registry.
 
-The accounts and datasets rooms keep their own tables; `metadata.py` gathers them all.
+The accounts, datasets, studies and joblogs rooms keep their own tables; `metadata.py`
+gathers them all. The job tables stay at the domain's root, not in `jobs/`, because every
+room reads them (a dataset in use, a study's trials, a job's log): a room that imports the
+`jobs` room for its table would close a cycle with the `jobs` room's own use of it.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import torch
 
 from archsearch.core.context import checkpoint_from_bytes, checkpoint_to_bytes
 from archsearch.core.errors import ArtifactNotFoundError
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.errors import NotFound
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import ObjectMissing

@@ -30,13 +30,13 @@ from archsearch.core.data.catalog import DatasetInfo, require_available
 from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset, dataset_version, load_full, training_subset
 from archsearch.core.data.uploaded import uploaded_dataset, uploaded_info
-from archsearch.core.spec import DatasetRef, JobBase
 from archsearch.jobs.domain.datasets import repository as dataset_repository
 from archsearch.jobs.domain.datasets.service import dataset_store
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.errors import UnknownUploadedDataset
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
+from archsearch.specs import DatasetRef, JobBase
 
 SPLITS = ("x_train", "y_train", "x_test", "y_test")
 INPUTS = ("x_train", "x_test")

@@ -9,9 +9,9 @@ import os
 import torch
 
 from archsearch.core.errors import UserError
-from archsearch.core.spec import JobBase
-from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.platform.settings import Settings
+from archsearch.specs import JobBase
 
 
 def pick_device(spec: JobBase) -> torch.device:

@@ -27,10 +27,9 @@ from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import JobCancelled, UserError
 from archsearch.core.export import json_bytes
 from archsearch.core.methods import get_method
-from archsearch.core.spec import JobBase, parse_job_spec
-from archsearch.jobs.domain import repository, worker_repository
-from archsearch.jobs.domain.offer import Offer
-from archsearch.jobs.domain.scheduler import claim_next
+from archsearch.jobs.domain.jobs import claims, repository, worker_repository
+from archsearch.jobs.domain.jobs.offer import Offer
+from archsearch.jobs.domain.jobs.scheduler import claim_next
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
@@ -41,6 +40,7 @@ from archsearch.jobs.runtime.device import pick_device
 from archsearch.jobs.runtime.joblog import JobLog
 from archsearch.jobs.runtime.lease import LeaseKeeper
 from archsearch.jobs.runtime.warmup import release_memory
+from archsearch.specs import JobBase, parse_job_spec
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,6 @@ def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext) -> Result:
 def _requeue_best_effort(services: Services, job_id: uuid.UUID, reason: str) -> None:
     try:
         with transaction(services.sessions) as session:
-            repository.requeue_job(session, job_id, reason)
+            claims.requeue_job(session, job_id, reason)
     except Exception:  # the database may be the thing that is down; the lease covers that
         log.warning("could not requeue job %s; its lease will expire", job_id)

@@ -12,7 +12,7 @@ import threading
 import uuid
 from types import TracebackType
 
-from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.jobs import claims
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 
@@ -43,7 +43,7 @@ class LeaseKeeper:
         while not self._stop.wait(self.interval):
             try:
                 with transaction(self.services.sessions) as session:
-                    held = repository.renew_lease(
+                    held = claims.renew_lease(
                         session, self.job_id, self.worker, self.services.settings.lease_seconds
                     )
             except Exception:  # the database may be briefly away; the next renewal tries

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import uuid
 
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
+from archsearch.jobs.domain.jobs import claims, repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.db import transaction
@@ -23,15 +23,15 @@ log = logging.getLogger(__name__)
 def reap_expired(services: Services, enqueuer: Enqueuer) -> list[uuid.UUID]:
     requeued = []
     with transaction(services.sessions) as session:
-        candidates = repository.expired_running_jobs(session)
+        candidates = claims.expired_running_jobs(session)
     for job_id in candidates:
         with transaction(services.sessions) as session:
             job = repository.get_job(session, job_id, for_update=True)
             # Re-check under the lock: the worker may have renewed since the scan.
-            if job.status is not JobStatus.running or repository.lease_alive(job, utcnow()):
+            if job.status is not JobStatus.running or claims.lease_alive(job, utcnow()):
                 continue
             try:
-                repository.requeue_job(session, job_id, f"lease expired (worker {job.worker} lost)")
+                claims.requeue_job(session, job_id, f"lease expired (worker {job.worker} lost)")
             except InvalidTransition:
                 continue
         enqueuer.enqueue(job_id, job.device)

@@ -11,8 +11,8 @@ import logging
 import threading
 import uuid
 
-from archsearch.jobs.domain import repository
-from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.jobs import claims, repository
+from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
@@ -54,7 +54,7 @@ class LocalRunner:
     def _recover(self) -> None:
         with transaction(self.services.sessions) as session:
             for job_id in repository.job_ids_with_status(session, JobStatus.running):
-                repository.requeue_job(session, job_id, "server restarted while the job ran")
+                claims.requeue_job(session, job_id, "server restarted while the job ran")
 
     def _work(self) -> None:
         from archsearch.jobs.runtime.device import apply_torch_threads

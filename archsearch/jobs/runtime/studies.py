@@ -21,8 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the headless backend is ch
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from archsearch.jobs.domain import repository as jobs_repository  # noqa: E402
 from archsearch.jobs.domain.base import utcnow  # noqa: E402
+from archsearch.jobs.domain.jobs import repository as jobs_repository  # noqa: E402
 from archsearch.jobs.domain.studies import repository, service, summary  # noqa: E402
 from archsearch.jobs.domain.studies.report import report_markdown  # noqa: E402
 from archsearch.jobs.platform.broker import CeleryEnqueuer  # noqa: E402

@@ -17,7 +17,7 @@ from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.export import curves_png
 from archsearch.core.methods import get_method
-from archsearch.core.spec import METHOD_NAMES, parse_job_spec
+from archsearch.specs import METHOD_NAMES, parse_job_spec
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
 from archsearch.core.deploy.latency import MIN_REPEATS, interleaved_medians
 from archsearch.core.deploy.onnx import onnx_artifact
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.spec.graph_model_configs import NeuralGraphConfig
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
+from archsearch.specs.graph_model_configs import NeuralGraphConfig
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
+from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
 SHAPE = (1, 8, 8)
 EXPORTABLE = [

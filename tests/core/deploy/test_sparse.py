@@ -18,9 +18,9 @@ from archsearch.core.models import Architecture, create_model
 from archsearch.core.models.registry import Preprocessing
 from archsearch.core.nn.masked import mask_model, set_masks
 from archsearch.core.search.compact import compact_model as compact_graph
-from archsearch.core.spec.graph_model_configs import NeuralGraphConfig
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig
-from archsearch.core.spec.prune_model_configs import MobileNetV1Config, VGGConfig
+from archsearch.specs.graph_model_configs import NeuralGraphConfig
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
+from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
 SHAPE = (1, 8, 8)
 

@@ -14,7 +14,7 @@ from archsearch.core.deploy import load_deployed
 from archsearch.core.export import load_model
 from archsearch.core.methods import get_method
 from archsearch.core.models import Architecture
-from archsearch.core.spec import parse_job_spec
+from archsearch.specs import parse_job_spec
 
 DEPLOYMENT_FILES = {"deployment.json", "model-card.md", "model-sparse.safetensors", "model.onnx"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from archsearch.jobs.domain import repository
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade

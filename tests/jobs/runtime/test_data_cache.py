@@ -14,7 +14,6 @@ import torch
 
 from archsearch.core.data.loaders import dataset_version, load_dataset
 from archsearch.core.data.uploaded import uploaded_dataset
-from archsearch.core.spec import DatasetRef, parse_job_spec
 from archsearch.jobs.domain.datasets import service
 from archsearch.jobs.domain.datasets.options import UploadOptions
 from archsearch.jobs.domain.errors import UnknownUploadedDataset
@@ -23,6 +22,7 @@ from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime import data as runtime_data
 from archsearch.jobs.runtime.data import DatasetCache, load_job_dataset
+from archsearch.specs import DatasetRef, parse_job_spec
 from tests.jobs.domain.datasets.files import npz_bytes
 
 

@@ -10,8 +10,8 @@ from datetime import datetime
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain import repository as jobs
 from archsearch.jobs.domain.joblogs.tables import JobLogLine
+from archsearch.jobs.domain.jobs import repository as jobs
 
 # The line written once when a job's log reaches its size limit.
 TRUNCATED = "[log truncated: the job logged more than job_log_max_bytes; later lines dropped]"

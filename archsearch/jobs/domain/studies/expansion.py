@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from archsearch.core.errors import UserError
-from archsearch.core.spec import METHOD_NAMES, MODEL_NAMES, JobBase, parse_job_spec
-from archsearch.core.spec.budget import fit_to_budget, steps_for_epochs, train_size
-from archsearch.core.spec.common import merge_over_defaults
 from archsearch.schemas.studies import StudyArm, StudyCreate
+from archsearch.specs import METHOD_NAMES, MODEL_NAMES, JobBase, parse_job_spec
+from archsearch.specs.budget import fit_to_budget, steps_for_epochs, train_size
+from archsearch.specs.common import merge_over_defaults
 
 _UNION_TAGS = set(METHOD_NAMES) | set(MODEL_NAMES)
 
@@ -111,7 +111,7 @@ def expand(request: StudyCreate, arms: Sequence[StudyArm]) -> Iterator[PlannedJo
 
 
 def fit_budget(job: PlannedJob, steps: int, n_train: int, n_classes: int) -> PlannedJob:
-    """The job with its epoch knobs set so that it spends `steps` (see core.spec.budget)."""
+    """The job with its epoch knobs set so that it spends `steps` (see specs.budget)."""
     try:
         spec = fit_to_budget(job.spec, steps, n_train, n_classes)
     except ValueError as exc:

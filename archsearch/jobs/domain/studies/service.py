@@ -17,23 +17,23 @@ from sqlalchemy.orm import Session
 
 from archsearch.core.data.catalog import require_available
 from archsearch.core.errors import UserError
-from archsearch.core.spec import DatasetRef
-from archsearch.jobs.domain import repository as jobs_repository
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.datasets import repository as datasets_repository
 from archsearch.jobs.domain.errors import QueueUnavailable
-from archsearch.jobs.domain.repository import Placement
-from archsearch.jobs.domain.service import PRIORITIES, placement_for
+from archsearch.jobs.domain.jobs import repository as jobs_repository
+from archsearch.jobs.domain.jobs.repository import Placement
+from archsearch.jobs.domain.jobs.service import PRIORITIES, placement_for
+from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.studies import adaptive, expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.expansion import InvalidStudy, PlannedJob
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Job, JobStatus
-from archsearch.jobs.domain.validation import validate_submission
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
+from archsearch.specs import DatasetRef
 
 
 @dataclass(frozen=True)

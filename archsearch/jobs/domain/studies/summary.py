@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain import repository as jobs_repository
+from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.aggregation import (
     JobFacts,

@@ -13,8 +13,6 @@ import torch
 from sqlalchemy import func, select
 
 from archsearch.core.errors import IncompatibleModelError
-from archsearch.core.spec import DatasetRef, parse_job_spec
-from archsearch.jobs.domain import repository as job_repository
 from archsearch.jobs.domain.datasets import repository, service
 from archsearch.jobs.domain.datasets.options import UploadOptions
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
@@ -25,12 +23,14 @@ from archsearch.jobs.domain.errors import (
     LimitExceeded,
     UnknownUploadedDataset,
 )
+from archsearch.jobs.domain.jobs import repository as job_repository
+from archsearch.jobs.domain.jobs.validation import dataset_input_shape, validate_submission
 from archsearch.jobs.domain.tables import JobStatus
-from archsearch.jobs.domain.validation import dataset_input_shape, validate_submission
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.data import load_job_dataset
+from archsearch.specs import DatasetRef, parse_job_spec
 from tests.jobs.domain.datasets.files import (
     MALFORMED,
     blobs,

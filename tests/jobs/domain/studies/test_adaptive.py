@@ -12,8 +12,8 @@ import pytest
 from optuna.trial import TrialState
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain import repository as jobs_repository
 from archsearch.jobs.domain.accounts.service import LOCAL_USER
+from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import adaptive, service
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.tables import Study

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from archsearch.core.spec.budget import planned_steps
 from archsearch.jobs.domain.studies import expansion, preset
 from archsearch.jobs.domain.studies.expansion import InvalidStudy
 from archsearch.schemas.studies import StudyArm, StudyCreate
+from archsearch.specs.budget import planned_steps
 
 
 def study(**fields: object) -> StudyCreate:

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from archsearch.core.spec.common import Frozen, OptimizerSpec, TrainingSpec
-from archsearch.core.spec.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
-from archsearch.core.spec.train import JobBase
+from archsearch.specs.common import Frozen, OptimizerSpec, TrainingSpec
+from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
+from archsearch.specs.train import JobBase
 
 Strategy = Literal[
     "dnw",

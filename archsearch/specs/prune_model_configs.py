@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from archsearch.core.spec.model_configs import Activation, ModelConfigBase
+from archsearch.specs.model_configs import Activation, ModelConfigBase
 
 Width = Annotated[int, Field(ge=1)]
 

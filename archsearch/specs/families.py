@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Union
 
 from pydantic import Field
 
-from archsearch.core.spec import graph_model_configs, prune_model_configs
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig, ModelConfigBase
+from archsearch.specs import graph_model_configs, prune_model_configs
+from archsearch.specs.model_configs import CNNConfig, MLPConfig, ModelConfigBase
 
 MODEL_CONFIG_TYPES: tuple[type[ModelConfigBase], ...] = (
     MLPConfig,

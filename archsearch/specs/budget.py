@@ -29,8 +29,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from archsearch.core.spec.common import DatasetRef
-from archsearch.core.spec.train import JobBase
+from archsearch.specs.common import DatasetRef
+from archsearch.specs.train import JobBase
 
 BUDGET_UNITS = ("steps", "epochs")
 

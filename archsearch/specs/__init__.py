@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Union
 
 from pydantic import Field, TypeAdapter
 
-from archsearch.core.spec.common import (
+from archsearch.specs.common import (
     DatasetRef,
     Frozen,
     OptimizerSpec,
@@ -18,12 +18,12 @@ from archsearch.core.spec.common import (
     ScheduleSpec,
     TrainingSpec,
 )
-from archsearch.core.spec.families import MODEL_NAMES, ModelConfig
-from archsearch.core.spec.grow import GrowJob
-from archsearch.core.spec.model_configs import CNNConfig, MLPConfig, ModelConfigBase
-from archsearch.core.spec.prune import PRUNE_JOB_TYPES
-from archsearch.core.spec.search import SearchJob
-from archsearch.core.spec.train import JobBase, TrainJob
+from archsearch.specs.families import MODEL_NAMES, ModelConfig
+from archsearch.specs.grow import GrowJob
+from archsearch.specs.model_configs import CNNConfig, MLPConfig, ModelConfigBase
+from archsearch.specs.prune import PRUNE_JOB_TYPES
+from archsearch.specs.search import SearchJob
+from archsearch.specs.train import JobBase, TrainJob
 
 JOB_TYPES: tuple[type[JobBase], ...] = (TrainJob, SearchJob, GrowJob, *PRUNE_JOB_TYPES)
 if TYPE_CHECKING:  # a union built at run time; type checkers see the common base

@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from archsearch.core.spec.common import Frozen
-from archsearch.core.spec.model_configs import Activation, ModelConfigBase
+from archsearch.specs.common import Frozen
+from archsearch.specs.model_configs import Activation, ModelConfigBase
 
 Count = Annotated[int, Field(ge=1)]
 

@@ -8,16 +8,16 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
-from archsearch.core.spec import JobBase
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.errors import Forbidden, InvalidTransition, QueueUnavailable
-from archsearch.jobs.domain.repository import Placement
+from archsearch.jobs.domain.jobs import repository
+from archsearch.jobs.domain.jobs.repository import Placement
+from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.tables import Job, JobStatus
-from archsearch.jobs.domain.validation import validate_submission
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import TAG_PATTERN
+from archsearch.specs import JobBase
 
 PRIORITIES = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
 ADMIN_ONLY_PRIORITY = PRIORITIES["urgent"]

@@ -15,7 +15,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import utcnow
-from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, WorkerRecord
 
 DEAD_WORKER_RETENTION = timedelta(hours=1)

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from archsearch.core.spec.common import Frozen
+from archsearch.specs.common import Frozen
 
 Activation = Literal["relu", "selu", "gelu", "tanh", "elu", "identity"]
 

@@ -11,7 +11,7 @@ from sqlalchemy import func, or_, select, text
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
-from archsearch.jobs.domain.offer import Offer
+from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, JobStatus
 
 _CLAIM_LOCK_KEY = 0x61726368  # "arch": one advisory lock serialises claims cluster-wide

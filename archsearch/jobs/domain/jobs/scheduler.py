@@ -17,12 +17,12 @@ from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain import queue_repository as queue
-from archsearch.jobs.domain import worker_repository
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.base import utcnow
-from archsearch.jobs.domain.offer import Offer
-from archsearch.jobs.domain.repository import Claim, claim_job
+from archsearch.jobs.domain.jobs import queue_repository as queue
+from archsearch.jobs.domain.jobs import worker_repository
+from archsearch.jobs.domain.jobs.claims import Claim, claim_job
+from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, WorkerRecord
 from archsearch.jobs.platform.settings import Settings
 

@@ -12,12 +12,12 @@ from sqlalchemy.orm import Session
 
 from archsearch.core.data.catalog import require_available
 from archsearch.core.errors import IncompatibleModelError, UserError
-from archsearch.core.spec import JobBase
-from archsearch.jobs.domain import repository
 from archsearch.jobs.domain.datasets import service as uploads
 from archsearch.jobs.domain.errors import NotFound
+from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.settings import Settings
+from archsearch.specs import JobBase
 
 
 class ReferencedJobError(UserError):

@@ -6,15 +6,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from archsearch.core.spec.common import (
+from archsearch.specs.common import (
     DatasetRef,
     Frozen,
     ResourceSpec,
     TrainingSpec,
     merge_over_defaults,
 )
-from archsearch.core.spec.families import ModelConfig
-from archsearch.core.spec.model_configs import MLPConfig
+from archsearch.specs.families import ModelConfig
+from archsearch.specs.model_configs import MLPConfig
 
 
 class JobBase(Frozen):

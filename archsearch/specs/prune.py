@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from archsearch.core.spec.common import Frozen, TrainingSpec
-from archsearch.core.spec.families import ModelConfig
-from archsearch.core.spec.model_configs import MLPConfig
-from archsearch.core.spec.train import JobBase
+from archsearch.specs.common import Frozen, TrainingSpec
+from archsearch.specs.families import ModelConfig
+from archsearch.specs.model_configs import MLPConfig
+from archsearch.specs.train import JobBase
 
 Baseline = Literal["random", "magnitude", "imp", "reshuffle"]
 

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from archsearch.core.spec.common import Frozen, OptimizerSpec, ScheduleSpec, TrainingSpec
-from archsearch.core.spec.train import JobBase
+from archsearch.specs.common import Frozen, OptimizerSpec, ScheduleSpec, TrainingSpec
+from archsearch.specs.train import JobBase
 
 # The first-order theory needs sigma(0) = 0 (a neuron with zero input weights adds nothing)
 # and a slope at 0 (the tangent space is spanned by sigma'(0) B alpha). ReLU has no

@@ -1,0 +1,1 @@
+"""The job domain: a job row, its life, its queue and its workers."""
