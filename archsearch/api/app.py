@@ -21,6 +21,7 @@ from archsearch.api.routes import (
     jobs,
     logs,
     metrics,
+    models,
     queue,
     streams,
     studies,
@@ -74,7 +75,7 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
-    for module in (streams, jobs, artifacts, logs, datasets, queue, studies):
+    for module in (streams, jobs, artifacts, logs, datasets, queue, studies, models):
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)
     # The dashboard (issue 13): pages at / and their assets, served by this process.

@@ -29,6 +29,7 @@ from archsearch.cli.common import (
     url_option,
 )
 from archsearch.cli.datasets import datasets
+from archsearch.cli.models import models
 from archsearch.cli.server_commands import WithServerCommands
 from archsearch.cli.studies import study
 from archsearch.client import ArchsearchClient
@@ -46,6 +47,7 @@ def main() -> None:
 
 main.add_command(datasets)
 main.add_command(study)
+main.add_command(models)
 
 
 @main.command()

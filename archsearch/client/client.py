@@ -26,6 +26,7 @@ from archsearch.client.errors import (
     ServerUnreachable,
 )
 from archsearch.client.following import RETRY_STATUSES, FollowingMixin, JobRef
+from archsearch.client.models import ModelsMixin
 from archsearch.client.studies import StudiesMixin
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
 from archsearch.schemas.datasets import DatasetPublic, DatasetsPublic, UploadedDatasetPublic
@@ -57,7 +58,7 @@ def read_retry(attempts: int) -> Retry:
     )
 
 
-class ArchsearchClient(FollowingMixin, StudiesMixin):
+class ArchsearchClient(FollowingMixin, StudiesMixin, ModelsMixin):
     """A session with one archsearch server; use it as a context manager."""
 
     def __init__(
@@ -203,9 +204,13 @@ class ArchsearchClient(FollowingMixin, StudiesMixin):
 
     def download_artifact(self, job_id: JobRef, name: str, destination: Path) -> Path:
         """Stream one artifact to `destination`, checking its sha256."""
+        return self._stream_to(f"/v1/jobs/{job_id}/artifacts/{name}", name, destination)
+
+    def _stream_to(self, path: str, name: str, destination: Path) -> Path:
+        """Stream the file at `path` to `destination`, checking the server's sha256."""
         digest = hashlib.sha256()
         try:
-            with self.http.stream("GET", f"/v1/jobs/{job_id}/artifacts/{name}") as response:
+            with self.http.stream("GET", path) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError.from_response(response)

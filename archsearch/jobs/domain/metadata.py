@@ -7,6 +7,13 @@ from archsearch.jobs.domain.accounts.tables import ApiToken, Team, User
 from archsearch.jobs.domain.base import Base
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.joblogs.tables import JobLogLine
+from archsearch.jobs.domain.models.tables import (
+    ModelAlias,
+    ModelAliasEvent,
+    ModelVersion,
+    ModelVersionFile,
+    RegisteredModel,
+)
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric, WorkerRecord
 
@@ -24,4 +31,9 @@ ALL_TABLES = (
     UploadedDataset,
     JobLogLine,
     Study,
+    RegisteredModel,
+    ModelVersion,
+    ModelVersionFile,
+    ModelAlias,
+    ModelAliasEvent,
 )

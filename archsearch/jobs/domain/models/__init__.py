@@ -1,0 +1,1 @@
+"""The model registry: named, versioned, immutable promotions of succeeded jobs' artifacts."""

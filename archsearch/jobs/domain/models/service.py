@@ -1,0 +1,242 @@
+"""The model registry's rules: promote a succeeded job to the next immutable version of a
+team's model, move and remove aliases (each change recorded with who and when), and read
+models back as their public form. Each change is one use case that commits once.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from archsearch.core.errors import UserError
+from archsearch.jobs.domain.accounts.service import Principal
+from archsearch.jobs.domain.errors import InvalidTransition, NotFound
+from archsearch.jobs.domain.jobs import repository as jobs
+from archsearch.jobs.domain.models import repository
+from archsearch.jobs.domain.models.tables import (
+    ModelVersion,
+    ModelVersionFile,
+    RegisteredModel,
+)
+from archsearch.jobs.domain.tables import Artifact, Job, JobStatus
+from archsearch.jobs.platform.objects import ObjectMissing
+from archsearch.jobs.platform.store import ArtifactStore
+from archsearch.schemas.models import (
+    ALIAS_PATTERN,
+    MODEL_NAME_PATTERN,
+    AliasEventPublic,
+    AliasPublic,
+    Lineage,
+    ModelDetail,
+    ModelFilePublic,
+    ModelPublic,
+    ModelVersionPublic,
+)
+
+MODEL_CARD = "model-card.md"
+MODEL_CARD_MAX_CHARS = 100_000
+
+
+class InvalidName(UserError):
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_model_name(name: str) -> str:
+    if not re.fullmatch(MODEL_NAME_PATTERN, name):
+        raise InvalidName(
+            f"model name {name!r} is not allowed: 1 to 100 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+            "name",
+        )
+    return name
+
+
+def check_alias(alias: str) -> str:
+    if not re.fullmatch(ALIAS_PATTERN, alias):
+        raise InvalidName(
+            f"alias {alias!r} is not allowed: a letter, then up to 63 letters, digits, "
+            "'_' or '-' (e.g. candidate, production)",
+            "alias",
+        )
+    return alias
+
+
+@dataclass(frozen=True)
+class Promoted:
+    model: RegisteredModel
+    version: ModelVersion
+
+
+def promote(
+    session: Session,
+    store: ArtifactStore,
+    principal: Principal,
+    name: str,
+    job_id: uuid.UUID,
+    description: str,
+) -> Promoted:
+    """The job's artifacts become version `latest + 1` of the team's model `name`."""
+    principal.require("submit")
+    check_model_name(name)
+    job = jobs.get_job(session, job_id, team_id=principal.team_filter)
+    if job.status is not JobStatus.succeeded:
+        raise InvalidTransition(
+            f"job {job_id} is {job.status.value}; only a succeeded job can be promoted"
+        )
+    artifacts = jobs.list_artifacts(session, job_id)
+    if not artifacts:
+        raise InvalidTransition(f"job {job_id} has no artifacts to promote")
+    model = repository.locked_model(session, principal.team_id, name, principal.name)
+    model.latest_version += 1
+    version = ModelVersion(
+        id=uuid.uuid4(),
+        model_id=model.id,
+        version=model.latest_version,
+        job_id=job.id,
+        description=description,
+        lineage=_lineage(session, store, job, artifacts).model_dump(mode="json"),
+        created_by=principal.name,
+    )
+    repository.add_version(session, version, [_file_of(a, store) for a in artifacts])
+    session.commit()
+    return Promoted(model, version)
+
+
+def _file_of(artifact: Artifact, store: ArtifactStore) -> ModelVersionFile:
+    return ModelVersionFile(
+        name=artifact.name,
+        object_key=store.artifact_key(artifact.job_id, artifact.name),
+        media_type=artifact.media_type,
+        size=artifact.size,
+        sha256=artifact.sha256,
+    )
+
+
+def _lineage(
+    session: Session, store: ArtifactStore, job: Job, artifacts: list[Artifact]
+) -> Lineage:
+    dataset = job.spec.get("dataset") if isinstance(job.spec, dict) else None
+    dataset_id = dataset.get("id") if isinstance(dataset, dict) else None
+    return Lineage(
+        job_id=job.id,
+        method=job.method,
+        spec=job.spec,
+        dataset=dataset,
+        dataset_sha256=repository.dataset_sha256(session, dataset_id) if dataset_id else None,
+        archsearch_version=importlib.metadata.version("archsearch"),
+        metrics=job.latest_metrics or {},
+        model_card=_model_card(store, job.id, {a.name for a in artifacts}),
+    )
+
+
+def _model_card(store: ArtifactStore, job_id: uuid.UUID, names: set[str]) -> str | None:
+    if MODEL_CARD not in names:
+        return None
+    try:
+        text = store.read_artifact(job_id, MODEL_CARD).decode("utf-8", errors="replace")
+    except ObjectMissing:
+        return None
+    return text[:MODEL_CARD_MAX_CHARS]
+
+
+def set_alias(
+    session: Session, principal: Principal, name: str, alias: str, version: int
+) -> tuple[RegisteredModel, int | None]:
+    """Point `alias` at an existing `version`; returns the model and the version before."""
+    principal.require("submit")
+    check_alias(alias)
+    model = repository.get_model(session, principal.team_id, name, for_update=True)
+    repository.get_version(session, model, version)
+    before = repository.set_alias(session, model, alias, version, principal.name)
+    session.commit()
+    return model, before
+
+
+def remove_alias(
+    session: Session, principal: Principal, name: str, alias: str
+) -> tuple[RegisteredModel, int]:
+    principal.require("submit")
+    model = repository.get_model(session, principal.team_id, name, for_update=True)
+    before = repository.remove_alias(session, model, alias, principal.name)
+    session.commit()
+    return model, before
+
+
+def resolve(session: Session, principal: Principal, name: str, ref: str) -> ModelVersion:
+    """The version `ref` names: a number, or an alias of the model."""
+    model = repository.get_model(session, principal.team_id, name)
+    if ref.isdigit():
+        return repository.get_version(session, model, int(ref))
+    found = repository.find_alias(session, model.id, ref)
+    if found is None:
+        raise NotFound(f"model {name!r} has no alias {ref!r}")
+    return repository.get_version(session, model, found.version)
+
+
+def version_file(
+    session: Session, principal: Principal, name: str, ref: str, file: str
+) -> tuple[ModelVersion, ModelVersionFile]:
+    version = resolve(session, principal, name, ref)
+    found = repository.get_file(session, version.id, file)
+    if found is None:
+        raise NotFound(f"version {version.version} of model {name!r} has no file {file!r}")
+    return version, found
+
+
+def list_models(session: Session, principal: Principal) -> list[ModelPublic]:
+    return [_public(session, m) for m in repository.list_models(session, principal.team_id)]
+
+
+def _public(session: Session, model: RegisteredModel) -> ModelPublic:
+    aliases = [AliasPublic.model_validate(a) for a in repository.aliases_of(session, model.id)]
+    return ModelPublic(
+        name=model.name,
+        latest_version=model.latest_version,
+        created_by=model.created_by,
+        created_at=model.created_at,
+        updated_at=model.updated_at,
+        aliases=aliases,
+    )
+
+
+def read_model(session: Session, principal: Principal, name: str) -> ModelDetail:
+    model = repository.get_model(session, principal.team_id, name)
+    versions = versions_public(session, model, repository.versions_of(session, model.id))
+    history = repository.alias_history(session, model.id)
+    return ModelDetail(
+        **_public(session, model).model_dump(),
+        versions=versions,
+        alias_history=[AliasEventPublic.model_validate(e) for e in history],
+    )
+
+
+def read_version(session: Session, principal: Principal, name: str, ref: str) -> ModelVersionPublic:
+    version = resolve(session, principal, name, ref)
+    model = repository.get_model(session, principal.team_id, name)
+    return versions_public(session, model, [version])[0]
+
+
+def versions_public(
+    session: Session, model: RegisteredModel, versions: list[ModelVersion]
+) -> list[ModelVersionPublic]:
+    files = repository.files_of(session, [v.id for v in versions])
+    aliases = repository.aliases_of(session, model.id)
+    return [
+        ModelVersionPublic(
+            model=model.name,
+            version=v.version,
+            description=v.description,
+            created_by=v.created_by,
+            created_at=v.created_at,
+            aliases=[a.alias for a in aliases if a.version == v.version],
+            files=[ModelFilePublic.model_validate(f) for f in files if f.version_id == v.id],
+            lineage=Lineage.model_validate(v.lineage),
+        )
+        for v in versions
+    ]
