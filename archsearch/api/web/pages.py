@@ -144,6 +144,18 @@ def datasets_page(request: Request) -> Response:
     return page(request, "datasets.html", "datasets")
 
 
+@router.get("/models", response_class=HTMLResponse)
+def models_page(request: Request) -> Response:
+    return page(request, "models.html", "models", model_name="")
+
+
+@router.get("/models/{name}", response_class=HTMLResponse)
+def model_page(request: Request, name: str) -> Response:
+    """One model: its versions (lineage, files), aliases and their history, from
+    `GET /v1/models/{name}` (so another team's model says "not found" like the API)."""
+    return page(request, "models.html", "models", model_name=name)
+
+
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request) -> Response:
     return page(request, "studies.html", "studies")
