@@ -25,10 +25,12 @@ from archsearch.api.routes import (
     queue,
     streams,
     studies,
+    webhooks,
 )
 from archsearch.api.storable import reject_unstorable_text
 from archsearch.api.web import pages
 from archsearch.api.web.session import SessionSigner
+from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
@@ -45,7 +47,10 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
         sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
         broadcaster.close_with_server()
+        # Webhook deliveries from the outbox (every API and worker process sends them).
+        stop_deliverer = start_deliverer(services.sessions, services.settings)
         yield
+        stop_deliverer.set()
         await broadcaster.close()  # live streams (api/broadcast.py)
 
     # /docs and /redoc with Swagger UI and ReDoc served from the package, not from a CDN.
@@ -75,7 +80,8 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
-    for module in (streams, jobs, artifacts, logs, datasets, queue, studies, models):
+    routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks)
+    for module in routers:
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)
     # The dashboard (issue 13): pages at / and their assets, served by this process.

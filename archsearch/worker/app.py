@@ -15,6 +15,7 @@ import time
 import torch
 from celery import Celery, signals
 
+from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
 from archsearch.jobs.platform.broker import CeleryEnqueuer
 from archsearch.jobs.platform.celery_config import celery_config
 from archsearch.jobs.platform.migrate import ensure_schema_current
@@ -80,6 +81,7 @@ def _connect_signals(process: WorkerProcess) -> None:
             target=_reap_forever, args=(settings,), name="archsearch-reaper", daemon=True
         )
         reaper.start()
+        start_deliverer(Services.from_settings(settings).sessions, settings)
 
     # weak=False: these closures have no other reference and must live as long as the app.
     signals.worker_init.connect(refuse_stale_schema, weak=False)

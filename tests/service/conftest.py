@@ -62,6 +62,12 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         # Short leases so a killed worker's job comes back within seconds in tests.
         "ARCHSEARCH_LEASE_SECONDS": "3",
         "ARCHSEARCH_AUTH": "token",
+        # Webhook receivers of the tests listen on loopback (an admin's setting in team
+        # mode); failed deliveries are retried within a second.
+        "ARCHSEARCH_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
+        "ARCHSEARCH_WEBHOOK_POLL_SECONDS": "0.2",
+        "ARCHSEARCH_WEBHOOK_BACKOFF_MAX_SECONDS": "1",
+        "ARCHSEARCH_WEBHOOK_TIMEOUT_SECONDS": "1",
     }
 
 

@@ -16,6 +16,12 @@ from archsearch.jobs.domain.models.tables import (
 )
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric, WorkerRecord
+from archsearch.jobs.domain.webhooks.tables import (
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEvent,
+)
 
 metadata = Base.metadata
 
@@ -36,4 +42,8 @@ ALL_TABLES = (
     ModelVersionFile,
     ModelAlias,
     ModelAliasEvent,
+    Webhook,
+    WebhookEvent,
+    WebhookDelivery,
+    WebhookAttempt,
 )

@@ -144,6 +144,29 @@ class Settings(BaseSettings):
         default=500, ge=1, description="jobs one study may create (arms x grid x seeds, trials)"
     )
 
+    # Webhooks: outbound POSTs are bounded, retried with backoff, and kept off internal
+    # addresses in team mode.
+    webhook_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="one webhook request's connect and read timeout"
+    )
+    webhook_retry_hours: float = Field(
+        default=24.0, ge=1, description="how long a failing delivery is retried before it fails"
+    )
+    webhook_backoff_max_seconds: float = Field(
+        default=300.0, gt=0, description="the longest wait between two tries of a delivery"
+    )
+    webhook_max_body_bytes: int = Field(
+        default=64 << 10, ge=1024, description="largest webhook body sent (a bigger one is cut)"
+    )
+    webhook_allow_private_targets: bool = Field(
+        default=False,
+        description="team mode: allow webhook URLs on loopback, private and link-local "
+        "addresses (embedded mode always allows loopback)",
+    )
+    webhook_poll_seconds: float = Field(
+        default=1.0, gt=0, description="how often a process looks for due webhook deliveries"
+    )
+
     @property
     def embedded(self) -> bool:
         return self.broker_url is None

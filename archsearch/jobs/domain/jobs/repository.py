@@ -19,6 +19,7 @@ from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidCursor, InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs.states import transition
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, JobTag, Metric
+from archsearch.jobs.domain.webhooks import events
 from archsearch.jobs.platform.store import StoredFile
 
 
@@ -275,15 +276,18 @@ def finish_job(
             f"cancelled by {job.cancel_requested_by} while running",
             job.cancel_requested_by,
         )
-    transition(job, status, reason, actor)
+    # Set before the transition, which reports them to the webhook outbox.
     job.error = error
     if metrics:
         job.latest_metrics = finite_only(metrics)
     job.warnings = [{"code": code, "message": message} for code, message in warnings]
+    transition(job, status, reason, actor)
     for _, message in warnings:
         job.events.append(
             JobEvent(from_status=status.value, to_status=status.value, reason=message, actor=actor)
         )
+    if warnings:
+        events.job_warning(session, job)
     return job
 
 

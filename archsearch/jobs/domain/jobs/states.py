@@ -1,14 +1,18 @@
 """The job state machine: queued -> running -> succeeded | failed | cancelled.
 
 A running job may also go back to `queued` when its worker died (lease expired) or a
-transient infrastructure error interrupted it. Every transition is recorded as an event.
+transient infrastructure error interrupted it. Every transition is recorded as an event;
+a terminal one also goes to the webhook outbox, in the same transaction.
 """
 
 from __future__ import annotations
 
+from sqlalchemy.orm import object_session
+
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
 from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus
+from archsearch.jobs.domain.webhooks import events
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.queued: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),
@@ -44,3 +48,6 @@ def transition(job: Job, to: JobStatus, reason: str, actor: str | None = None) -
         job.lease_expires_at = None
         if to is JobStatus.succeeded:
             job.progress = 1.0
+        # Callers set the job's error and metrics before the transition: the event says them.
+        if (session := object_session(job)) is not None:
+            events.job_outcome(session, job, current.value, reason)

@@ -23,6 +23,7 @@ from archsearch.jobs.domain.models.tables import (
     RegisteredModel,
 )
 from archsearch.jobs.domain.tables import Artifact, Job, JobStatus
+from archsearch.jobs.domain.webhooks import events
 from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.store import ArtifactStore
 from archsearch.schemas.models import (
@@ -104,6 +105,14 @@ def promote(
         created_by=principal.name,
     )
     repository.add_version(session, version, [_file_of(a, store) for a in artifacts])
+    created = {"model": name, "version": version.version, "job_id": str(job.id)}
+    events.record(
+        session,
+        principal.team_id,
+        events.MODEL_VERSION_CREATED,
+        f"model:{name}",
+        {**created, "actor": principal.name, "description": description},
+    )
     session.commit()
     return Promoted(model, version)
 
@@ -154,6 +163,7 @@ def set_alias(
     model = repository.get_model(session, principal.team_id, name, for_update=True)
     repository.get_version(session, model, version)
     before = repository.set_alias(session, model, alias, version, principal.name)
+    _alias_changed(session, principal, name, alias, before, version)
     session.commit()
     return model, before
 
@@ -164,8 +174,27 @@ def remove_alias(
     principal.require("submit")
     model = repository.get_model(session, principal.team_id, name, for_update=True)
     before = repository.remove_alias(session, model, alias, principal.name)
+    _alias_changed(session, principal, name, alias, before, None)
     session.commit()
     return model, before
+
+
+def _alias_changed(
+    session: Session,
+    principal: Principal,
+    name: str,
+    alias: str,
+    before: int | None,
+    after: int | None,
+) -> None:
+    change = {"model": name, "alias": alias, "from_version": before, "to_version": after}
+    events.record(
+        session,
+        principal.team_id,
+        events.MODEL_ALIAS_CHANGED,
+        f"model:{name}",
+        {**change, "actor": principal.name},
+    )
 
 
 def resolve(session: Session, principal: Principal, name: str, ref: str) -> ModelVersion:

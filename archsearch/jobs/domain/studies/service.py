@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.expansion import InvalidStudy, PlannedJob
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.webhooks import events
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
@@ -241,19 +243,29 @@ def cancel_study(session: Session, study_id: uuid.UUID, principal: Principal) ->
     for job_id in studies_repository.open_job_ids(session, study.id):
         jobs_repository.request_cancel(session, job_id, principal.name)
     session.flush()
-    _maybe_end(study, studies_repository.study_jobs(session, study.id), no_more=True)
+    _maybe_end(session, study, studies_repository.study_jobs(session, study.id), no_more=True)
     session.commit()
     return study
 
 
-def _maybe_end(study: Study, jobs: list[Job], no_more: bool) -> bool:
-    """Mark the study ended once no job is open and no trial is to come."""
+def _maybe_end(session: Session, study: Study, jobs: list[Job], no_more: bool) -> bool:
+    """Mark the study ended once no job is open and no trial is to come (and tell the
+    team's webhooks, in the same transaction)."""
     if study.status != "running" or not no_more:
         return False
     if any(not JobStatus(job.status).terminal for job in jobs):
         return False
     study.status = "cancelled" if study.cancel_requested else "finished"
     study.finished_at = utcnow()
+    counts = Counter(JobStatus(job.status).value for job in jobs)
+    data = {"study": {"id": str(study.id), "name": study.name, "status": study.status}}
+    events.record(
+        session,
+        study.team_id,
+        events.STUDY_FINISHED,
+        f"study:{study.id}",
+        {**data, "jobs": dict(counts)},
+    )
     return True
 
 
@@ -265,7 +277,7 @@ def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> 
     if study.status != "running":
         return Advance()
     if study.sampler is None or study.cancel_requested:
-        return Advance(ended=_maybe_end(study, jobs, no_more=True))
+        return Advance(ended=_maybe_end(session, study, jobs, no_more=True))
     ostudy = adaptive.open_optuna_study(study, settings.resolved_database_url)
     adaptive.tell_finished(ostudy, study, jobs)
     result = Advance()
@@ -276,7 +288,7 @@ def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> 
             result.new_jobs.append((job.id, job.device))
     study.trials_asked = adaptive.trial_count(ostudy)
     no_more = study.trials_asked >= (study.n_trials or 0)
-    result.ended = _maybe_end(study, jobs, no_more=no_more)
+    result.ended = _maybe_end(session, study, jobs, no_more=no_more)
     return result
 
 
