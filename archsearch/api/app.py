@@ -25,6 +25,7 @@ from archsearch.api.routes import (
     queue,
     streams,
     studies,
+    usage,
     webhooks,
 )
 from archsearch.api.storable import reject_unstorable_text
@@ -80,7 +81,7 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
-    routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks)
+    routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
     for module in routers:
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)

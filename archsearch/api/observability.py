@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import metrics_repository
+from archsearch.jobs.domain.usage import repository as usage_repository
 from archsearch.jobs.platform.services import Services
 
 # Job durations span seconds (digits) to days (a search on a GPU).
@@ -97,6 +98,7 @@ class JobsCollector(Collector):
             failures = metrics_repository.failures_by_reason(session)
             run = metrics_repository.run_seconds_by_method(session, RUN_SECONDS)
             claim = metrics_repository.claim_seconds_by_method(session, CLAIM_SECONDS)
+            device_seconds = usage_repository.seconds_by_team_and_device(session)
         yield _gauge("archsearch_jobs", "jobs by status and method", ("status", "method"), jobs)
         depth = [(device, n) for device, (n, _) in queued.items()]
         yield _gauge("archsearch_queue_depth", "queued jobs by device", ("device",), depth)
@@ -114,6 +116,12 @@ class JobsCollector(Collector):
             list(workers.items()),
         )
         yield _failures(failures)
+        yield _counter(
+            "archsearch_device_seconds",
+            "device time held by job attempts (claim to end), by team and device",
+            ("team", "device"),
+            device_seconds,
+        )
         yield _histogram(
             "archsearch_job_run_seconds",
             "run time of finished jobs (finished_at - started_at), by method",
@@ -132,6 +140,15 @@ def _gauge(
     name: str, documentation: str, labels: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
 ) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=labels)
+    for *values, number in rows:
+        family.add_metric([str(v) for v in values], float(number))
+    return family
+
+
+def _counter(
+    name: str, documentation: str, labels: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=labels)
     for *values, number in rows:
         family.add_metric([str(v) for v in values], float(number))
     return family

@@ -16,6 +16,7 @@ from archsearch.jobs.domain.models.tables import (
 )
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric, WorkerRecord
+from archsearch.jobs.domain.usage.tables import JobAttempt
 from archsearch.jobs.domain.webhooks.tables import (
     Webhook,
     WebhookAttempt,
@@ -46,4 +47,5 @@ ALL_TABLES = (
     WebhookEvent,
     WebhookDelivery,
     WebhookAttempt,
+    JobAttempt,
 )

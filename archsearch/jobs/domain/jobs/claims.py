@@ -18,6 +18,7 @@ from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.jobs.repository import get_job
 from archsearch.jobs.domain.jobs.states import transition
 from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.usage import repository as usage
 
 
 class Claim(enum.Enum):
@@ -77,7 +78,10 @@ def renew_lease(session: Session, job_id: uuid.UUID, worker: str, lease_seconds:
         .where(Job.id == job_id, Job.worker == worker, Job.status == JobStatus.running)
         .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    renewed = bool(result.rowcount)  # type: ignore[attr-defined]
+    if renewed:
+        usage.touch_attempt(session, job_id, worker)
+    return renewed
 
 
 def requeue_job(session: Session, job_id: uuid.UUID, reason: str, actor: str = "system") -> Job:

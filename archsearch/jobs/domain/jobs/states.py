@@ -2,16 +2,20 @@
 
 A running job may also go back to `queued` when its worker died (lease expired) or a
 transient infrastructure error interrupted it. Every transition is recorded as an event;
-a terminal one also goes to the webhook outbox, in the same transaction.
+a terminal one also goes to the webhook outbox, and every attempt's device time to
+`job_attempts`, in the same transaction.
 """
 
 from __future__ import annotations
 
-from sqlalchemy.orm import object_session
+from datetime import datetime
 
-from archsearch.jobs.domain.base import utcnow
+from sqlalchemy.orm import Session, object_session
+
+from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
 from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus
+from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.domain.webhooks import events
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
@@ -39,8 +43,11 @@ def transition(job: Job, to: JobStatus, reason: str, actor: str | None = None) -
     job.events.append(
         JobEvent(from_status=current.value, to_status=to.value, reason=reason, actor=actor)
     )
-    job.status = to
     now = utcnow()
+    session = object_session(job)
+    if session is not None:
+        _record_usage(session, job, current, to, actor, now)
+    job.status = to
     if to is JobStatus.running and job.started_at is None:
         job.started_at = now
     if to.terminal:
@@ -49,5 +56,18 @@ def transition(job: Job, to: JobStatus, reason: str, actor: str | None = None) -
         if to is JobStatus.succeeded:
             job.progress = 1.0
         # Callers set the job's error and metrics before the transition: the event says them.
-        if (session := object_session(job)) is not None:
+        if session is not None:
             events.job_outcome(session, job, current.value, reason)
+
+
+def _record_usage(
+    session: Session, job: Job, current: JobStatus, to: JobStatus, actor: str | None, now: datetime
+) -> None:
+    """An attempt starts with every move to running and ends with every move away from it
+    (a takeover is both). A live lease means its worker ends it now; an expired one, that
+    the worker was lost, so the attempt ends at its last renewal."""
+    if current is JobStatus.running:
+        lost = job.lease_expires_at is not None and as_utc(job.lease_expires_at) <= now
+        usage.close_attempt(session, job.id, None if lost else now)
+    if to is JobStatus.running:
+        usage.open_attempt(session, job, actor or "unknown", now)

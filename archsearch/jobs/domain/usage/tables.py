@@ -1,0 +1,39 @@
+"""`job_attempts`: one row per attempt of a job, from its claim to its end.
+
+`seconds` is kept up to date while the attempt runs (each lease renewal moves `last_seen_at`
+and the seconds with it), so a sum over the table is a number that only grows, and an
+attempt whose worker was killed ends at its last renewal, not when its loss was noticed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import Float, ForeignKey, Index, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from archsearch.jobs.domain.base import Base, Timestamp
+
+
+class JobAttempt(Base):
+    __tablename__ = "job_attempts"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # Copied from the job, so a usage report groups without a join.
+    team_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("teams.id", ondelete="SET NULL"), index=True
+    )
+    owner_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    method: Mapped[str] = mapped_column(String(32))
+    device: Mapped[str] = mapped_column(String(8))  # cpu | cuda: what the worker offered
+    worker: Mapped[str] = mapped_column(String(200))
+    started_at: Mapped[datetime] = mapped_column(Timestamp)
+    last_seen_at: Mapped[datetime] = mapped_column(Timestamp)
+    ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+    __table_args__ = (Index("ix_job_attempts_started_at", "started_at"),)
