@@ -27,8 +27,9 @@ from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies import summary as studies_summary
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.services import Services
+from archsearch.schemas.jobs import PRIORITY_LEVELS, TERMINAL_STATUSES, JobStatus
 from archsearch.specs import METHOD_NAMES, job_spec_adapter
 
 HERE = Path(__file__).parent
@@ -71,12 +72,21 @@ def viewer(request: Request) -> tuple[Principal, web_session.WebSession | None] 
             return None
 
 
+# The wire's words, handed to every page so its scripts never spell them again.
+VOCABULARY = {
+    "statuses": [status.value for status in JobStatus],
+    "terminal": sorted(status.value for status in TERMINAL_STATUSES),
+    "priorities": dict(PRIORITY_LEVELS),
+}
+
+
 def render(
     request: Request, name: str, page: str, context: dict[str, Any], status: int = 200
 ) -> HTMLResponse:
     seen = viewer(request)
     principal, web = seen if seen is not None else (None, None)
     base = {
+        "vocabulary": VOCABULARY,
         "page": page,
         "principal": principal,
         "team_mode": _services(request).settings.tokens_required,

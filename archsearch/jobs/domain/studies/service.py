@@ -23,7 +23,7 @@ from archsearch.jobs.domain.datasets import repository as datasets_repository
 from archsearch.jobs.domain.errors import QueueUnavailable
 from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.jobs.repository import Placement
-from archsearch.jobs.domain.jobs.service import PRIORITIES, placement_for
+from archsearch.jobs.domain.jobs.service import placement_for
 from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.studies import adaptive, expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
@@ -32,6 +32,7 @@ from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import PRIORITY_LEVELS
 from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
 from archsearch.specs import DatasetRef
 
@@ -167,7 +168,7 @@ def new_study_row(
     request: StudyCreate, principal: Principal, steps: int | None, arms: list[str]
 ) -> Study:
     config = request.model_dump(mode="json", exclude={"name", "dataset", "budget", "seeds"})
-    config.update(priority_level=PRIORITIES[request.priority], arm_labels=arms)
+    config.update(priority_level=PRIORITY_LEVELS[request.priority], arm_labels=arms)
     budget = None if request.budget is None else {**request.budget.model_dump(), "steps": steps}
     return studies_repository.new_study(
         name=request.name,
