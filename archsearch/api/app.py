@@ -13,6 +13,7 @@ from archsearch.api.auth import current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
+from archsearch.api.openapi import serve_portable_openapi
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.routes import (
     artifacts,
@@ -25,9 +26,12 @@ from archsearch.api.routes import (
     streams,
     studies,
 )
+from archsearch.api.served_files import RecentArtifacts
+from archsearch.api.signing import SessionSigner
+from archsearch.api.state import AppState
 from archsearch.api.storable import reject_unstorable_text
+from archsearch.api.upload_slots import UploadSlots
 from archsearch.api.web import pages
-from archsearch.api.web.session import SessionSigner
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
@@ -46,6 +50,7 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         broadcaster.close_with_server()
         yield
         await broadcaster.close()  # live streams (api/broadcast.py)
+        state.upload_slots.close()
 
     # /docs and /redoc with Swagger UI and ReDoc served from the package, not from a CDN.
     app = FastAPIOffline(
@@ -53,23 +58,24 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         version="0.1.0",
         summary="Search, prune and grow neural architectures as jobs.",
         lifespan=lifespan,
+        # operationId = the handler's name (`create_job`, `read_job`): what a generated
+        # client in any language calls its functions.
+        generate_unique_id_function=lambda route: route.name,
     )
-    app.state.services = services
-    app.state.enqueuer = enqueuer
-    app.state.token_cache = new_token_cache()
-    app.state.broadcaster = broadcaster
-    app.state.session_signer = SessionSigner(services.settings)
+    state = AppState(
+        services=services,
+        enqueuer=enqueuer,
+        broadcaster=broadcaster,
+        token_cache=new_token_cache(),
+        session_signer=SessionSigner(services.settings),
+        metrics_registry=metrics_registry(services),
+        upload_slots=UploadSlots(services.settings),
+        recent_artifacts=RecentArtifacts(),
+    )
+    app.state.archsearch = state
     install_error_handlers(app)
-
-    settings = services.settings
-    app.add_middleware(
-        BodyLimit,
-        upload_max_bytes=settings.upload_max_bytes,
-        json_max_bytes=settings.json_max_bytes,
-    )
-    # Added last, so outermost: it also counts requests the body limit refuses.
-    app.state.metrics_registry = metrics_registry(services)
-    app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))
+    serve_portable_openapi(app)
+    add_middleware(app, state)
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
@@ -84,3 +90,14 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
     )
     return app
+
+
+def add_middleware(app: FastAPI, state: AppState) -> None:
+    settings = state.services.settings
+    app.add_middleware(
+        BodyLimit,
+        upload_max_bytes=settings.upload_max_bytes,
+        json_max_bytes=settings.json_max_bytes,
+    )
+    # Added last, so outermost: it also counts requests the body limit refuses.
+    app.add_middleware(HttpMetrics, figures=HttpFigures(state.metrics_registry))

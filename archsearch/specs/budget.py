@@ -30,12 +30,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Self, TypeVar
+
+from pydantic import BaseModel
 
 from archsearch.specs.common import DatasetRef
 
-if TYPE_CHECKING:  # the spec classes import this module for its arithmetic
-    from archsearch.specs.train import JobBase
+
+class Budgeted(Protocol):
+    """What the budget needs of a job spec (every `JobBase` is one; the spec classes import
+    this module for its arithmetic, so it names none of them)."""
+
+    @property
+    def dataset(self) -> DatasetRef: ...
+
+    def steps_on(self, n: int) -> int: ...
+
+    def fitted_to_steps(self, budget: int, n: int) -> Self: ...
+
+
+Spec = TypeVar("Spec", bound=Budgeted)
+Model = TypeVar("Model", bound=BaseModel)
 
 BUDGET_UNITS = ("steps", "epochs")
 
@@ -100,7 +115,7 @@ def split_epochs(epochs: int, rounds: int, main: int, second: int) -> tuple[int,
     return (new_main, new_second) if new_second >= 1 else (0, 0)
 
 
-def updated_spec(spec: JobBase, changes: dict[str, Any]) -> JobBase:
+def updated_spec(spec: Model, changes: dict[str, Any]) -> Model:
     """A validated copy of `spec` with `changes` ({"a.b": value}) applied (bounds checked)."""
     data = spec.model_dump()
     for path, value in changes.items():
@@ -119,15 +134,15 @@ def budget_too_small(budget: int, per_epoch: int, knobs: str) -> ValueError:
     )
 
 
-def planned_steps(spec: JobBase, n_train: int, num_classes: int | None = None) -> int:
+def planned_steps(spec: Budgeted, n_train: int, num_classes: int | None = None) -> int:
     """Optimiser steps `spec` will take on a training split of `n_train` samples, every
     phase counted (the subset fields of `spec.dataset` are applied to `n_train`)."""
     return spec.steps_on(train_size(spec.dataset, n_train, num_classes))
 
 
 def fit_to_budget(
-    spec: JobBase, budget_steps: int, n_train: int, num_classes: int | None = None
-) -> JobBase:
+    spec: Spec, budget_steps: int, n_train: int, num_classes: int | None = None
+) -> Spec:
     """A copy of `spec` whose epoch / step knobs make `planned_steps` as close to
     `budget_steps` as whole epochs allow, never above it. Raises ValueError naming the
     field when the budget cannot hold one epoch of every mandatory phase."""

@@ -7,7 +7,7 @@ the Laplacian spectra of section 5). Torch-free: the API validates these without
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -223,7 +223,7 @@ class TransferJob(JobBase):
         repeat, epochs = transfer_schedule(n, self.training.batch_size, self.steps)
         return epochs * steps_per_epoch(n * repeat, self.training.batch_size)
 
-    def fitted_to_steps(self, budget: int, n: int) -> JobBase:
+    def fitted_to_steps(self, budget: int, n: int) -> Self:
         if self.steps is None:
             return super().fitted_to_steps(budget, n)
         # Rounding to whole epochs can overshoot `steps`: take the largest that does not.
@@ -261,7 +261,7 @@ class CompareSpectraJob(JobBase):
     def planned_epochs(self) -> int:
         return 0  # it trains nothing
 
-    def fitted_to_steps(self, budget: int, n: int) -> JobBase:
+    def fitted_to_steps(self, budget: int, n: int) -> Self:
         return self
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -72,7 +72,7 @@ class JobBase(Frozen):
         """The knob changes ({"a.b": value}) that make every phase fit in `epochs` epochs."""
         return {"training.epochs": epochs}
 
-    def fitted_to_steps(self, budget: int, n: int) -> JobBase:
+    def fitted_to_steps(self, budget: int, n: int) -> Self:
         """A copy spending at most `budget` steps on `n` samples, as close to it as whole
         epochs allow; raises ValueError naming `budget_knobs` when one epoch does not fit."""
         per_epoch = steps_per_epoch(n, self.training.batch_size)

@@ -20,7 +20,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from archsearch.api.deps import app_state
 from archsearch.api.presenters import job_with_queue_state
+from archsearch.api.signing import WebSession, new_session
 from archsearch.api.web import session as web_session
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
@@ -53,10 +55,10 @@ def mount(app: FastAPI) -> None:
 
 
 def _services(request: Request) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+    return app_state(request).services
 
 
-def viewer(request: Request) -> tuple[Principal, web_session.WebSession | None] | None:
+def viewer(request: Request) -> tuple[Principal, WebSession | None] | None:
     """Who looks at the page: the local user when embedded, the session's user in team
     mode, or None (sign in first)."""
     services = _services(request)
@@ -211,10 +213,10 @@ def sign_in(
         context = {"next": safe_next(next), "error": str(exc)}
         return render(request, "signin.html", "signin", context, status=401)
     response = RedirectResponse(safe_next(next), status_code=303)
-    signer: web_session.SessionSigner = request.app.state.session_signer
+    signer = app_state(request).session_signer
     response.set_cookie(
         web_session.COOKIE,
-        signer.dumps(web_session.new_session(token)),
+        signer.dumps(new_session(token)),
         max_age=signer.max_age,
         httponly=True,
         secure=request.url.scheme == "https",
