@@ -13,8 +13,8 @@ from archsearch.api.auth import current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
-from archsearch.api.openapi import serve_portable_openapi
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
+from archsearch.api.openapi import serve_portable_openapi
 from archsearch.api.routes import (
     artifacts,
     datasets,
