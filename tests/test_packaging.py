@@ -84,8 +84,9 @@ def test_the_base_install_is_the_light_client(wheel: Path, tmp_path: Path) -> No
     # The spec vocabulary is light: the schema prints and a spec parses without the server.
     schema = json.loads(run(bin_ / "archsearch", "spec-schema", "prune", cwd=tmp_path))
     assert schema["properties"]["method"]["const"] == "prune"
-    run(bin_ / "python", "-c", "import archsearch.specs as s; "
-        "s.parse_job_spec({'method': 'train', 'dataset': {'name': 'digits'}})", cwd=tmp_path)  # fmt: skip
+    spec = "{'method': 'train', 'dataset': {'name': 'digits'}}"
+    parse = f"import archsearch.specs as s; s.parse_job_spec({spec})"
+    run(bin_ / "python", "-c", parse, cwd=tmp_path)
     found = run(
         bin_ / "python",
         "-c",
