@@ -24,7 +24,7 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import SessionDep, SettingsDep, app_state
 from archsearch.api.presenters import builtin_dataset, uploaded_dataset, uploaded_summary
 from archsearch.api.storable import require_storable
-from archsearch.core.data.catalog import available_datasets
+from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.datasets import service as uploads
 from archsearch.jobs.domain.datasets.options import UploadOptions
 from archsearch.schemas.datasets import DatasetsPublic, UploadedDatasetPublic
@@ -43,7 +43,7 @@ GIL_SWITCH_INTERVAL = 0.0005
 def list_datasets(
     settings: SettingsDep, session: SessionDep, principal: CurrentUser
 ) -> DatasetsPublic:
-    builtins = [builtin_dataset(info) for info in available_datasets(settings.data_dirs)]
+    builtins = [builtin_dataset(info) for info in catalog.built_in(settings)]
     uploaded = [uploaded_summary(d) for d in uploads.list_datasets(session, principal)]
     return DatasetsPublic(data=builtins + uploaded)
 
