@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
@@ -39,43 +39,54 @@ from archsearch.jobs.platform.services import Services
 
 def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     """Build the app; it refuses to start against a database that is behind the code."""
-    broadcaster = Broadcaster(services.async_reader, services.settings)
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        ensure_schema_current(services.engine)
-        # Short GIL hand-offs keep requests answering while an upload is parsed (see
-        # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
-        sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
-        broadcaster.close_with_server()
-        yield
-        await broadcaster.close()  # live streams (api/broadcast.py)
-        state.upload_slots.close()
-
+    state = new_state(services, enqueuer)
     # /docs and /redoc with Swagger UI and ReDoc served from the package, not from a CDN.
     app = FastAPIOffline(
         title="archsearch",
         version="0.1.0",
         summary="Search, prune and grow neural architectures as jobs.",
-        lifespan=lifespan,
+        lifespan=lifespan_of(state),
         # operationId = the handler's name (`create_job`, `read_job`): what a generated
         # client in any language calls its functions.
         generate_unique_id_function=lambda route: route.name,
     )
-    state = AppState(
+    app.state.archsearch = state
+    install_error_handlers(app)
+    serve_portable_openapi(app)
+    add_middleware(app, state)
+    include_routes(app)
+    return app
+
+
+def new_state(services: Services, enqueuer: Enqueuer) -> AppState:
+    return AppState(
         services=services,
         enqueuer=enqueuer,
-        broadcaster=broadcaster,
+        broadcaster=Broadcaster(services.async_reader, services.settings),
         token_cache=new_token_cache(),
         session_signer=SessionSigner(services.settings),
         metrics_registry=metrics_registry(services),
         upload_slots=UploadSlots(services.settings),
         recent_artifacts=RecentArtifacts(),
     )
-    app.state.archsearch = state
-    install_error_handlers(app)
-    serve_portable_openapi(app)
-    add_middleware(app, state)
+
+
+def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ensure_schema_current(state.services.engine)
+        # Short GIL hand-offs keep requests answering while an upload is parsed (see
+        # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
+        sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
+        state.broadcaster.close_with_server()
+        yield
+        await state.broadcaster.close()  # live streams (api/broadcast.py)
+        state.upload_slots.close()
+
+    return lifespan
+
+
+def include_routes(app: FastAPI) -> None:
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
@@ -83,13 +94,12 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     for module in (streams, jobs, artifacts, logs, datasets, queue, studies):
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)
-    # The dashboard (issue 13): pages at / and their assets, served by this process.
+    # The dashboard: pages at / and their assets, served by this process.
     pages.mount(app)
     # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
     app.include_router(
         metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
     )
-    return app
 
 
 def add_middleware(app: FastAPI, state: AppState) -> None:
