@@ -10,10 +10,7 @@ and hand the result here, so both kinds of download follow the same rules.
 
 from __future__ import annotations
 
-import base64
 import os
-import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from archsearch.api.ranges import stream_object
-from archsearch.jobs.domain.errors import NotFound
+from archsearch.api.served_files import Served, regular_file
 from archsearch.jobs.platform.objects import CHUNK
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import ArtifactStore
@@ -33,35 +30,6 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     307: {"description": "presigned URL (GET only)"},
     416: {"model": ErrorBody, "description": "a range outside the file"},
 }
-
-
-@dataclass(frozen=True)
-class Served:
-    """What a download needs of a stored file's row, detached from any session."""
-
-    key: str  # the object store key
-    name: str  # the file name the client saves it under
-    media_type: str
-    sha256: str
-    owner: str  # what holds the file, for messages: "job <id>", "model m version 2"
-
-    def headers(self) -> dict[str, str]:
-        digest = base64.b64encode(bytes.fromhex(self.sha256)).decode()
-        return {"X-Content-SHA256": self.sha256, "Repr-Digest": f"sha-256=:{digest}:"}
-
-    def missing(self) -> NotFound:
-        return NotFound(
-            f"artifact {self.name!r} of {self.owner} is recorded but its file is missing"
-        )
-
-
-def regular_file(path: os.PathLike[str]) -> os.stat_result | None:
-    """The file's stat (a local syscall: cheaper in the loop than a thread hop), or None."""
-    try:
-        found = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return found if stat.S_ISREG(found.st_mode) else None
 
 
 async def serve_stored(
