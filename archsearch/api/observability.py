@@ -98,7 +98,6 @@ class JobsCollector(Collector):
             failures = metrics_repository.failures_by_reason(session)
             run = metrics_repository.run_seconds_by_method(session, RUN_SECONDS)
             claim = metrics_repository.claim_seconds_by_method(session, CLAIM_SECONDS)
-            device_seconds = usage_repository.seconds_by_team_and_device(session)
         yield _gauge("archsearch_jobs", "jobs by status and method", ("status", "method"), jobs)
         depth = [(device, n) for device, (n, _) in queued.items()]
         yield _gauge("archsearch_queue_depth", "queued jobs by device", ("device",), depth)
@@ -116,12 +115,7 @@ class JobsCollector(Collector):
             list(workers.items()),
         )
         yield _failures(failures)
-        yield _counter(
-            "archsearch_device_seconds",
-            "device time held by job attempts (claim to end), by team and device",
-            ("team", "device"),
-            device_seconds,
-        )
+        yield self._device_seconds()
         yield _histogram(
             "archsearch_job_run_seconds",
             "run time of finished jobs (finished_at - started_at), by method",
@@ -133,6 +127,16 @@ class JobsCollector(Collector):
             "wait from submit to the latest claim by a worker (started_at - created_at)",
             CLAIM_SECONDS,
             claim,
+        )
+
+    def _device_seconds(self) -> CounterMetricFamily:
+        with self.services.sessions() as session:
+            rows = usage_repository.seconds_by_team_and_device(session)
+        return _counter(
+            "archsearch_device_seconds",
+            "device time held by job attempts (claim to end), by team and device",
+            ("team", "device"),
+            rows,
         )
 
 

@@ -81,7 +81,6 @@ def _connect_signals(process: WorkerProcess) -> None:
             target=_reap_forever, args=(settings,), name="archsearch-reaper", daemon=True
         )
         reaper.start()
-        start_deliverer(Services.from_settings(settings).sessions, settings)
 
     # weak=False: these closures have no other reference and must live as long as the app.
     signals.worker_init.connect(refuse_stale_schema, weak=False)
@@ -92,6 +91,7 @@ def _connect_signals(process: WorkerProcess) -> None:
 
 def _reap_forever(settings: Settings) -> None:
     services, enqueuer = Services.from_settings(settings), CeleryEnqueuer(settings)
+    start_deliverer(services.sessions, settings)  # webhooks, in a thread of its own
     interval = max(0.5, settings.lease_seconds / 3)
     stop = threading.Event()
     while not stop.wait(interval):

@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, ServicesDep, SessionDep, StoreDep
-from archsearch.api.downloads import DOWNLOAD_RESPONSES, Served, serve_stored
+from archsearch.api.downloads import DOWNLOAD_RESPONSES, serve_stored
 from archsearch.api.errors import BODY_ERROR_RESPONSES
+from archsearch.api.served_files import Served
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.models import service
 from archsearch.schemas.models import (

@@ -105,16 +105,17 @@ def promote(
         created_by=principal.name,
     )
     repository.add_version(session, version, [_file_of(a, store) for a in artifacts])
-    created = {"model": name, "version": version.version, "job_id": str(job.id)}
-    events.record(
-        session,
-        principal.team_id,
-        events.MODEL_VERSION_CREATED,
-        f"model:{name}",
-        {**created, "actor": principal.name, "description": description},
-    )
+    _version_created(session, principal, name, version, description)
     session.commit()
     return Promoted(model, version)
+
+
+def _version_created(
+    session: Session, principal: Principal, name: str, version: ModelVersion, description: str
+) -> None:
+    created = {"model": name, "version": version.version, "job_id": str(version.job_id)}
+    data = {**created, "actor": principal.name, "description": description}
+    events.record(session, principal.team_id, events.MODEL_VERSION_CREATED, f"model:{name}", data)
 
 
 def _file_of(artifact: Artifact, store: ArtifactStore) -> ModelVersionFile:
