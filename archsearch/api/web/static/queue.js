@@ -36,9 +36,31 @@
     }
   }
 
+  // Monday 00:00 UTC of this week: the start of the usage table's window.
+  function weekStart() {
+    const now = new Date();
+    const monday = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+    monday.setUTCDate(monday.getUTCDate() - ((monday.getUTCDay() + 6) % 7));
+    return monday.toISOString();
+  }
+
+  async function loadUsage() {
+    try {
+      const u = await api(`/v1/usage?group_by=team&from=${encodeURIComponent(weekStart())}`);
+      fill("usage", u.data.map((r) => el("tr", { "data-team": r.group, "data-device": r.device },
+        el("td", { text: r.group }), el("td", { text: r.device }),
+        el("td", { class: "num", text: AS.num(r.device_hours) }),
+        el("td", { class: "num", text: String(r.jobs) }))), "No device time this week.");
+    } catch (e) {
+      showError(document.getElementById("queue-error"), e);
+    }
+  }
+
   let pending = null;
   const soon = () => { if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300); };
   load();
+  loadUsage();
   every(5000, load); // heartbeat ages move even when no job does
+  every(30000, loadUsage);
   follow("/v1/jobs/stream", { job: soon }, null);
 })();
