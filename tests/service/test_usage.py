@@ -10,18 +10,21 @@ import io
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from archsearch.client import ArchsearchClient
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.jobs import claims
 from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.domain.usage import repository as usage_repo
 from archsearch.jobs.platform.db import transaction
-from tests.service.conftest import Accounts
+from tests.service import procs
+from tests.service.conftest import Accounts, start_worker
 
 pytestmark = pytest.mark.service
 
@@ -116,3 +119,56 @@ def test_device_seconds_counter(
     series = 'archsearch_device_seconds_total{device="cpu",team="beta"}'
     line = next(row for row in text.splitlines() if row.startswith(series))
     assert float(line.split()[-1]) == pytest.approx(totals[("beta", "cpu")], abs=1e-6)
+
+
+# A digits job long enough to be killed mid-run, short enough for CI.
+RESUMABLE = {
+    "method": "train",
+    "dataset": {"name": "digits", "train_subset": 600},
+    "training": {"epochs": 6},
+    "label": "usage-sigkill",
+}
+
+
+@pytest.mark.slow
+def test_device_time_across_a_sigkill_resume(
+    api_url: str,
+    worker: procs.Proc,
+    service_env: dict[str, str],
+    log_dir: Path,
+    sessions: sessionmaker[Session],
+    token: str,
+) -> None:
+    """The first attempt counts from its claim to the kill (less at most one lease renewal
+    interval: it ends at its last renewal), the second from its claim to the job's end."""
+    worker.stop()  # the doomed worker takes the job
+    doomed = start_worker(service_env, log_dir, "usage-doomed")
+    with ArchsearchClient(api_url, token=token) as client:
+        job_id = client.submit(RESUMABLE).id
+        deadline = time.monotonic() + 300
+        while len(client.metrics(job_id).get("test_accuracy", [])) < 2:
+            assert time.monotonic() < deadline, "the job never reported two epochs"
+            time.sleep(0.1)
+        killed_at = datetime.now(UTC)
+        doomed.kill()
+        rescuer = start_worker(service_env, log_dir, "usage-rescuer")
+        try:
+            final = client.wait(job_id, timeout=300)
+        finally:
+            rescuer.stop()
+            worker.replace_with(start_worker(service_env, log_dir, "worker"))
+        claimed = [e.at for e in client.events(job_id) if e.to_status == "running"]
+    assert final.status == "succeeded" and final.attempts == 2 and final.finished_at
+    with sessions() as session:
+        first, second = usage_repo.job_seconds(session, job_id)
+    renew_every = float(service_env["ARCHSEARCH_LEASE_SECONDS"]) / 3
+    ran_first = (killed_at - claimed[0]).total_seconds()
+    ran_second = (final.finished_at - claimed[1]).total_seconds()
+    assert abs((first.started_at - claimed[0]).total_seconds()) < 0.1
+    assert 0 <= ran_first - first.seconds <= renew_every + 0.2
+    assert second.seconds == pytest.approx(ran_second, abs=0.1)
+    print(
+        f"\nusage of {job_id}: attempt 1 {first.seconds:.2f} s on {first.device} (ran "
+        f"{ran_first:.2f} s until SIGKILL), attempt 2 {second.seconds:.2f} s on "
+        f"{second.device} (ran {ran_second:.2f} s)"
+    )
