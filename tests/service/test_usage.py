@@ -164,9 +164,9 @@ def test_device_time_across_a_sigkill_resume(
     renew_every = float(service_env["ARCHSEARCH_LEASE_SECONDS"]) / 3
     ran_first = (killed_at - claimed[0]).total_seconds()
     ran_second = (final.finished_at - claimed[1]).total_seconds()
-    assert abs((first.started_at - claimed[0]).total_seconds()) < 0.1
+    assert (first.started_at, second.started_at) == (claimed[0], claimed[1])
     assert 0 <= ran_first - first.seconds <= renew_every + 0.2
-    assert second.seconds == pytest.approx(ran_second, abs=0.1)
+    assert second.seconds == pytest.approx(ran_second, abs=1e-3)
     print(
         f"\nusage of {job_id}: attempt 1 {first.seconds:.2f} s on {first.device} (ran "
         f"{ran_first:.2f} s until SIGKILL), attempt 2 {second.seconds:.2f} s on "

@@ -40,10 +40,11 @@ def transition(job: Job, to: JobStatus, reason: str, actor: str | None = None) -
     current = JobStatus(job.status)
     if to not in ALLOWED[current]:
         raise InvalidTransition(f"job {job.id} is {current.value}; it cannot become {to.value}")
-    job.events.append(
-        JobEvent(from_status=current.value, to_status=to.value, reason=reason, actor=actor)
-    )
     now = utcnow()
+    # The event's time is the transition's: the attempt's usage starts and ends at it too.
+    job.events.append(
+        JobEvent(from_status=current.value, to_status=to.value, reason=reason, actor=actor, at=now)
+    )
     session = object_session(job)
     if session is not None:
         _record_usage(session, job, current, to, actor, now)
