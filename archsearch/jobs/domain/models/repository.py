@@ -165,9 +165,3 @@ def dataset_sha256(session: Session, dataset_id: str) -> str | None:
     """The stored sha256 of an uploaded dataset, or None when it is gone."""
     query = select(UploadedDataset.stored_sha256).where(UploadedDataset.id == dataset_id)
     return session.scalar(query)
-
-
-def promoted_job_ids(session: Session, job_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-    """Which of `job_ids` a model version was promoted from: their artifacts must stay."""
-    query = select(ModelVersion.job_id).where(ModelVersion.job_id.in_(job_ids)).distinct()
-    return set(session.scalars(query))
