@@ -24,9 +24,10 @@ K8S_ROOT = REPO_ROOT / "deploy" / "k8s"
 OVERLAYS = ("cpu", "gpu", "keda")
 SCHEMAS = Path(__file__).parent / "schemas"
 # The same pins as the dev extra in pyproject.toml.
-PYTHON_TOOLS = {"kubernetes_validate": "kubernetes-validate==1.37.0", "check_jsonschema": (
-    "check-jsonschema==0.39.0"
-)}
+PYTHON_TOOLS = {
+    "kubernetes_validate": "kubernetes-validate==1.37.0",
+    "check_jsonschema": ("check-jsonschema==0.39.0"),
+}
 
 
 def ensure_python_tool(module: str) -> None:
