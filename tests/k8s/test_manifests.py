@@ -5,6 +5,7 @@ where asked, probes, a grace period longer than the worker's own stop deadline).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,11 @@ import pytest
 import yaml
 
 from archsearch.jobs.platform.settings import Settings
+from tests.conftest import REPO_ROOT
 from tests.k8s.conftest import OVERLAYS, SCHEMAS, ensure_python_tool
 
 KUBERNETES_VERSION = "1.32.0"
+README = (REPO_ROOT / "README.md").read_text()
 Objects = dict[str, list[dict[str, Any]]]
 
 
@@ -178,3 +181,19 @@ def test_config_keys_are_settings_and_the_migration_runs_upgrade(rendered: Objec
     for deployment in of_kind(rendered["cpu"], "Deployment"):
         (wait,) = deployment["spec"]["template"]["spec"]["initContainers"]
         assert "archsearch db current" in wait["command"][-1]
+
+
+def test_readme_creates_every_secret_key_the_manifests_read(rendered: Objects) -> None:
+    section = README.split("## Running on Kubernetes")[1].split("\n## ")[0]
+    created = set(re.findall(r"--from-literal=([a-z0-9-]+)=", section))
+    read = set()
+    for spec in pod_specs(rendered["keda"]):
+        for container in containers(spec):
+            for var in container.get("env", []):
+                ref = var.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    assert ref["name"] == "archsearch-secrets"
+                    read.add(ref["key"])
+    assert created == read
+    for overlay in OVERLAYS:
+        assert f"deploy/k8s/overlays/{overlay}" in section or f"overlays/{overlay}" in section
