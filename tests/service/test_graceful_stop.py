@@ -27,14 +27,15 @@ from tests.service.conftest import start_worker
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 JOBS = 5
-EPOCHS = 4
+EPOCHS = 12  # on digits: seconds a job, so a SIGTERM can land anywhere in training
 SPEC = {
     "method": "train",
-    "dataset": {"name": "mnist", "train_subset": 6000},
-    "training": {"epochs": EPOCHS, "batch_size": 64},
+    "dataset": {"name": "digits"},
+    "training": {"epochs": EPOCHS, "batch_size": 32},
     "label": "graceful",
 }
 GRACES = ("0", "30")  # seconds a stopping worker waits for the job's next checkpoint
+ONE_THREAD = {"ARCHSEARCH_TORCH_THREADS": "1"}  # a tiny model: threads only add contention
 
 
 def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
@@ -68,15 +69,18 @@ def fingerprint(client: ArchsearchClient, job: JobPublic) -> tuple[object, ...]:
 def sigterm_mid_run(
     client: ArchsearchClient, job_id: str, doomed: procs.Proc, rng: random.Random
 ) -> tuple[int, float]:
-    """SIGTERM `doomed`'s main process after a random number of epochs (never the last)."""
-    epochs = rng.randint(0, EPOCHS - 2)
+    """SIGTERM `doomed`'s main process after a random number of epochs (in the first half:
+    the job must still be training when the signal lands)."""
+    epochs = rng.randint(0, EPOCHS // 2)
     wait_until(
-        lambda: client.get_job(job_id).status == "running"
-        and len(client.metrics(job_id).get("test_accuracy", [])) >= epochs,
+        lambda: (
+            client.get_job(job_id).status == "running"
+            and len(client.metrics(job_id).get("test_accuracy", [])) >= epochs
+        ),
         120,
         "the job never ran",
     )
-    time.sleep(rng.uniform(0.0, 0.5))
+    time.sleep(rng.uniform(0.0, 0.3))
     assert client.get_job(job_id).status == "running"
     doomed.popen.send_signal(signal.SIGTERM)
     started = time.monotonic()
@@ -93,7 +97,7 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
 ) -> None:
     worker.stop()  # the shared worker out: each job meets the worker this test stops
     rng, runs = random.Random(25), []
-    current = start_worker(service_env, log_dir, "graceful")
+    current = start_worker({**service_env, **ONE_THREAD}, log_dir, "graceful")
     try:
         with ArchsearchClient(api_url, token=token) as client:
             reference = client.wait(client.submit(SPEC).id, timeout=240)
@@ -105,7 +109,8 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
                 assert current.popen.returncode == 0, current.log()
                 job = client.get_job(job_id)
                 assert (job.status, job.attempts) == ("queued", 0), current.log()
-                env = {**service_env, "ARCHSEARCH_STOP_GRACE_SECONDS": GRACES[i % 2]}
+                grace = {"ARCHSEARCH_STOP_GRACE_SECONDS": GRACES[i % 2]}
+                env = {**service_env, **ONE_THREAD, **grace}
                 current = start_worker(env, log_dir, f"graceful{i}")
                 final = client.wait(job_id, timeout=240)
                 assert (final.status, final.attempts) == ("succeeded", 1), final.error
@@ -123,7 +128,10 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
         print(run)  # the figures (pytest -s)
 
 
-def test_serve_hands_its_jobs_back_on_sigterm(tmp_path: Path, log_dir: Path) -> None:
+def test_serve_hands_its_jobs_back_on_sigterm(
+    tmp_path: Path, log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHSEARCH_TORCH_THREADS", "1")  # the server inherits it
     port = procs.free_port()
     server = start_embedded(tmp_path / "home", port, log_dir)
     url = f"http://127.0.0.1:{port}"
