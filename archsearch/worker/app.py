@@ -47,6 +47,7 @@ def create_app(settings: Settings) -> Celery:
     app.conf.worker_proc_alive_timeout = WARM_UP_TIMEOUT
     register_tasks(app, process)
     _connect_signals(process)
+    signals.worker_shutting_down.connect(forward_stop_to_pool, weak=False)
     return app
 
 
@@ -90,7 +91,6 @@ def _connect_signals(process: WorkerProcess) -> None:
     signals.worker_process_init.connect(register_process, weak=False)
     signals.worker_process_shutdown.connect(unregister_process, weak=False)
     signals.worker_ready.connect(start_reaper, weak=False)
-    signals.worker_shutting_down.connect(forward_stop_to_pool, weak=False)
 
 
 def forward_stop_to_pool(**_: Any) -> None:
