@@ -72,6 +72,14 @@ def test_builtin_kinds_validate_against_the_kubernetes_schemas(
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, f"{overlay}: {result.stdout}{result.stderr}"
         assert result.stdout.count("INFO") == len(builtin), result.stdout
+    # The schemas are live: a misspelt field is rejected.
+    broken = [o for o in rendered["cpu"] if o["kind"] == "Deployment"][0]
+    spec = broken["spec"]["template"]["spec"]
+    broken = {**broken, "spec": {**broken["spec"], "template": {"spec": {**spec, "grace": 1}}}}
+    path.write_text(yaml.safe_dump(broken))
+    command[-1] = str(path)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert "ERROR" in result.stdout and "'grace' was unexpected" in result.stdout
 
 
 def test_scaled_objects_validate_against_kedas_crd(rendered: Objects, tmp_path: Path) -> None:
