@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from archsearch.jobs.domain.jobs.repository import get_job
 from archsearch.jobs.domain.jobs.states import transition
 from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.webhooks import events
 
 PREEMPTED = "preempted"  # the first word of the event's reason
 
@@ -28,4 +29,5 @@ def hand_back(session: Session, job_id: uuid.UUID, worker: str, reason: str) -> 
     job.attempts = max(0, job.attempts - 1)
     job.worker = None
     job.lease_expires_at = None
+    events.job_preempted(session, job, f"{PREEMPTED}: {reason}")
     return True

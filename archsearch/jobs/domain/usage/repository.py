@@ -26,10 +26,13 @@ def device_of(session: Session, job: Job, worker: str) -> str:
 
 
 def open_attempt(session: Session, job: Job, worker: str, at: datetime) -> None:
+    # Numbered by the rows already there, not by `job.attempts`: a hand-back gives its
+    # attempt back to the job, yet its device time was spent and keeps its own row.
+    done = select(func.coalesce(func.max(JobAttempt.attempt), 0)).where(JobAttempt.job_id == job.id)
     session.add(
         JobAttempt(
             job_id=job.id,
-            attempt=job.attempts + 1,
+            attempt=int(session.scalar(done) or 0) + 1,
             team_id=job.team_id,
             owner_id=job.owner_id,
             method=job.method,

@@ -1,4 +1,5 @@
-"""`job_attempts`: one row per attempt of a job, from its claim to its end.
+"""`job_attempts`: one row per run of a job (each claim, including one later handed back
+on a graceful stop), from its claim to its end.
 
 `seconds` is kept up to date while the attempt runs (each lease renewal moves `last_seen_at`
 and the seconds with it), so a sum over the table is a number that only grows, and an

@@ -22,8 +22,7 @@ JOB_OUTCOMES = {
     JobStatus.cancelled: "job.cancelled",
 }
 JOB_WARNING = "job.warning"
-# A running job handed back to the queue on a graceful worker shutdown. Declared so a
-# webhook may ask for it; recorded once workers hand jobs back (nothing does yet).
+# A running job handed back to the queue on a graceful worker stop (`jobs/handback.py`).
 JOB_PREEMPTED = "job.preempted"
 STUDY_FINISHED = "study.finished"
 MODEL_VERSION_CREATED = "model.version_created"
@@ -68,3 +67,8 @@ def job_outcome(session: Session, job: Job, from_status: str, reason: str) -> No
 def job_warning(session: Session, job: Job) -> None:
     data = job_data(job, JobStatus(job.status).value, "warnings")
     record(session, job.team_id, JOB_WARNING, f"job:{job.id}", data)
+
+
+def job_preempted(session: Session, job: Job, reason: str) -> None:
+    data = job_data(job, JobStatus.running.value, reason)
+    record(session, job.team_id, JOB_PREEMPTED, f"job:{job.id}", data)
