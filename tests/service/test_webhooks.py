@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts import repository as account_repo
-from archsearch.jobs.domain.jobs import claims
+from archsearch.jobs.domain.jobs import claims, handback
 from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.usage import repository as usage_repository
 from archsearch.jobs.platform.db import transaction
 from tests.service import procs
 from tests.service.conftest import Accounts
@@ -175,3 +176,29 @@ def _failed_job(sessions: sessionmaker[Session], team: str) -> uuid.UUID:
         claims.claim_job(session, job.id, "w", 60, 3)
         jobs.finish_job(session, job.id, JobStatus.failed, "error", error="it broke")
         return job.id
+
+
+def test_a_handed_back_job_is_preempted_and_keeps_its_runs(
+    hooks_api: str, accounts: Accounts, receiver: Receiver, sessions: sessionmaker[Session]
+) -> None:
+    hook = subscribe(hooks_api, bearer(accounts, "alice"), receiver.url, ["job.preempted"])
+    with transaction(sessions) as session:
+        team_id = account_repo.team_by_name(session, "alpha").id
+        job = jobs.create_job(
+            session, "train", {"method": "train"}, None, jobs.Placement("alice", team_id=team_id)
+        )
+        claims.claim_job(session, job.id, "w1", 60, 3)
+        job_id = job.id
+    with transaction(sessions) as session:
+        assert handback.hand_back(session, job_id, "w1", "worker stopping")
+    with transaction(sessions) as session:
+        claims.claim_job(session, job_id, "w2", 60, 3)  # the attempt given back is reused
+        jobs.finish_job(session, job_id, JobStatus.succeeded, "done", actor="w2")
+    with sessions() as session:
+        runs = usage_repository.job_seconds(session, job_id)
+    assert [(r.attempt, r.worker) for r in runs] == [(1, "w1"), (2, "w2")]
+    wait_for(lambda: len(receiver.received) >= 1)
+    (got,) = receiver.received
+    assert got.event == "job.preempted" and got.json()["job"]["id"] == str(job_id)
+    assert got.json()["job"]["reason"] == "preempted: worker stopping"
+    httpx.delete(f"{hooks_api}/v1/webhooks/{hook['id']}", headers=bearer(accounts, "alice"))
