@@ -7,6 +7,7 @@ built through `schemas.errors.ErrorBody`, so the typed client parses all of them
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -30,8 +31,11 @@ from archsearch.jobs.domain.errors import (
 )
 from archsearch.jobs.platform.db import DATABASE_REFUSED_INPUT, DATABASE_UNAVAILABLE
 from archsearch.jobs.platform.migrate import SchemaBehind
+from archsearch.jobs.platform.objects import StorageConfigError, StorageUnavailable
 from archsearch.schemas.errors import ErrorBody, FieldError
 from archsearch.specs import METHOD_NAMES, MODEL_NAMES
+
+log = logging.getLogger(__name__)
 
 # (exception type, HTTP status, error code); the first match wins.
 ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
@@ -46,6 +50,8 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (QueueUnavailable, 503, "queue_unavailable"),
     (Busy, 503, "busy"),
     (SchemaBehind, 503, "schema_behind"),
+    (StorageUnavailable, 503, "storage_unavailable"),
+    (StorageConfigError, 503, "storage_misconfigured"),
     *((error, 503, "database_unavailable") for error in DATABASE_UNAVAILABLE),
     *((error, 422, "invalid_input") for error in DATABASE_REFUSED_INPUT),
 ]
@@ -53,6 +59,10 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
 # Errors of the database driver: their text names hosts and SQL, so the body says this.
 FIXED_DETAIL = {
     "database_unavailable": "the database is unreachable; retry after the Retry-After seconds",
+    "storage_unavailable": "the object store is unreachable; nothing was stored; retry after "
+    "the Retry-After seconds",
+    "storage_misconfigured": "the object store is misconfigured (a missing bucket or refused "
+    "credentials): an infrastructure problem for the administrator, see the server log",
     "invalid_input": "a value of the request cannot be stored (a NUL byte, or a number "
     "out of range)",
 }
@@ -131,6 +141,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_domain(_: Request, exc: Exception) -> JSONResponse:
         for error_type, status, code in ERROR_TABLE:
             if isinstance(exc, error_type):
+                if code in FIXED_DETAIL:  # the body hides the cause: the log keeps it
+                    log.warning("%s: %s: %s", code, type(exc).__name__, exc)
                 detail = _domain_detail(exc, code)
                 return error_response(code, detail, status, _status_headers(status))
         raise exc

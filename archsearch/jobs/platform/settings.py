@@ -67,6 +67,21 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         default=60.0, gt=0, description="a silent worker loses its job after this"
     )
+    storage_outage_limit_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="an object-store outage shorter than this never fails a job (it is "
+        "retried for a lease time, then handed back to the queue without using an attempt)",
+    )
+    orphan_sweep_seconds: float = Field(
+        default=600.0, gt=0, description="how often a worker removes objects of no live job"
+    )
+    orphan_grace_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="an object of no job or dataset row is removed once this old (an upload "
+        "in progress writes its files before its row)",
+    )
     visibility_timeout: int = Field(
         default=7 * 24 * 3600, description="broker redelivery timeout, above the longest job"
     )

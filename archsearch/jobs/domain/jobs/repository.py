@@ -341,3 +341,18 @@ def devices_waiting_since(session: Session, seconds: float) -> set[str]:
         select(Job.device).where(Job.status == JobStatus.queued, Job.created_at < cutoff).distinct()
     )
     return set(session.scalars(query))
+
+
+def files_of_jobs(
+    session: Session, job_ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, tuple[JobStatus, set[str]]]:
+    """Each existing job's status and the artifact names it records (absent: no such job)."""
+    ids = list(set(job_ids))
+    found: dict[uuid.UUID, tuple[JobStatus, set[str]]] = {
+        job_id: (status, set())
+        for job_id, status in session.execute(select(Job.id, Job.status).where(Job.id.in_(ids)))
+    }
+    names = select(Artifact.job_id, Artifact.name).where(Artifact.job_id.in_(ids))
+    for job_id, name in session.execute(names):
+        found[job_id][1].add(name)
+    return found
