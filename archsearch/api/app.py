@@ -12,6 +12,7 @@ from fastapi_offline import FastAPIOffline
 from archsearch.api.auth import current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
+from archsearch.api.headers import NoSniff
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.routes import (
@@ -67,6 +68,7 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
         upload_max_bytes=settings.upload_max_bytes,
         json_max_bytes=settings.json_max_bytes,
     )
+    app.add_middleware(NoSniff)
     # Added last, so outermost: it also counts requests the body limit refuses.
     app.state.metrics_registry = metrics_registry(services)
     app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))

@@ -157,12 +157,13 @@ def test_a_job_rides_out_a_storage_outage_and_nothing_is_left_behind(
         back = time.monotonic() - cut - outage
         reasons = [e.reason for e in client.events(job_id)]
         assert all(d.source == "builtin" for d in client.datasets())  # the upload left none
+        epochs = len(client.metrics(job_id)["test_accuracy"])
     print(f"outage {outage:.1f}s; job {during.status} during it; done {back:.1f}s after")
     print("events:", reasons)
     assert final.status == "succeeded", final.error
     assert final.attempts == 1  # handed back, never charged an attempt
     assert any("object store unavailable" in r for r in reasons), reasons
-    assert len(client.metrics(job_id)["test_accuracy"]) == EPOCHS
+    assert epochs == EPOCHS
     _assert_no_orphans(cluster, [str(finished.id), str(job_id)])
 
 

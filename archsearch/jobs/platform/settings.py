@@ -11,8 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_SECRET_CHARACTERS = 32  # a guessable secret lets anyone forge a session cookie
 
 
 def default_data_home() -> Path:
@@ -152,12 +154,35 @@ class Settings(BaseSettings):
         description="signs dashboard session cookies; set the same value on every API "
         "process (unset: a random one per process, so sessions end when it restarts)",
     )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="addresses (comma-separated, or *) of TLS-terminating proxies whose "
+        "X-Forwarded-Proto/-For the API trusts: behind one on another host, set its address, "
+        "so session cookies keep Secure and logs name the client",
+    )
+    keep_alive_seconds: float = Field(
+        default=75.0,
+        gt=0,
+        description="an idle HTTP connection stays open this long; longer than a client's "
+        "polling pause, so a reused connection is never closed under the client",
+    )
     session_max_age_seconds: int = Field(
         default=8 * 3600, ge=60, le=30 * 24 * 3600, description="a dashboard session's lifetime"
     )
     study_max_jobs: int = Field(
         default=500, ge=1, description="jobs one study may create (arms x grid x seeds, trials)"
     )
+
+    @field_validator("session_secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value()) < MIN_SECRET_CHARACTERS:
+            raise ValueError(
+                f"ARCHSEARCH_SESSION_SECRET has {len(secret.get_secret_value())} characters; "
+                f"it signs session cookies and needs at least {MIN_SECRET_CHARACTERS}: make "
+                "one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return secret
 
     @property
     def embedded(self) -> bool:
