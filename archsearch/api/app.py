@@ -15,6 +15,7 @@ from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.headers import NoSniff
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
+from archsearch.api.query_params import reject_unknown_query
 from archsearch.api.routes import (
     artifacts,
     datasets,
@@ -74,15 +75,22 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
-    v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
+    # A query parameter no route reads is refused (422) rather than silently ignored.
+    v1_dependencies = [
+        Depends(current_principal),
+        Depends(reject_unstorable_text),
+        Depends(reject_unknown_query),
+    ]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
     for module in (streams, jobs, artifacts, logs, datasets, queue, studies):
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
-    app.include_router(health.router)
+    app.include_router(health.router, dependencies=[Depends(reject_unknown_query)])
     # The dashboard (issue 13): pages at / and their assets, served by this process.
     pages.mount(app)
     # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
     app.include_router(
-        metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
+        metrics.router,
+        dependencies=[Depends(current_principal), Depends(reject_unknown_query)],
+        responses=ERROR_RESPONSES,
     )
     return app

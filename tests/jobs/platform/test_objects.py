@@ -19,8 +19,8 @@ from archsearch.jobs.platform.objects import (
     open_object_store,
     storage_patience,
 )
-from archsearch.jobs.platform.objects.retry import RetryingObjectStore
 from archsearch.jobs.platform.objects.local import LocalObjectStore
+from archsearch.jobs.platform.objects.retry import RetryingObjectStore
 from archsearch.jobs.platform.objects.s3 import S3ObjectStore
 from archsearch.jobs.platform.settings import Settings
 from tests.service import procs
