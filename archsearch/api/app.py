@@ -28,6 +28,7 @@ from archsearch.api.routes import (
     studies,
 )
 from archsearch.api.storable import reject_unstorable_text
+from archsearch.api.throttle import AuthThrottle
 from archsearch.api.web import pages
 from archsearch.api.web.session import SessionSigner
 from archsearch.jobs.platform.broker import Enqueuer
@@ -59,6 +60,7 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     app.state.services = services
     app.state.enqueuer = enqueuer
     app.state.token_cache = new_token_cache()
+    app.state.auth_throttle = AuthThrottle(services.settings.auth_failures_per_minute)
     app.state.broadcaster = broadcaster
     app.state.session_signer = SessionSigner(services.settings)
     install_error_handlers(app)

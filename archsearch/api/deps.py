@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from archsearch.api.throttle import AuthThrottle
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
@@ -53,6 +54,11 @@ async def get_store(services: ServicesDep) -> ArtifactStore:
     return services.store
 
 
+async def get_auth_throttle(request: Request) -> AuthThrottle:
+    return request.app.state.auth_throttle  # type: ignore[no-any-return]
+
+
+AuthThrottleDep = Annotated[AuthThrottle, Depends(get_auth_throttle)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from archsearch.api.throttle import TooManyAttempts
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.errors import (
     Busy,
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 # (exception type, HTTP status, error code); the first match wins.
 ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (Unauthenticated, 401, "unauthenticated"),
+    (TooManyAttempts, 429, "too_many_attempts"),
     (Forbidden, 403, "forbidden"),
     (NotFound, 404, "not_found"),
     (PreviewUnavailable, 404, "no_preview"),
@@ -144,7 +146,10 @@ def install_error_handlers(app: FastAPI) -> None:
                 if code in FIXED_DETAIL:  # the body hides the cause: the log keeps it
                     log.warning("%s: %s: %s", code, type(exc).__name__, exc)
                 detail = _domain_detail(exc, code)
-                return error_response(code, detail, status, _status_headers(status))
+                headers = _status_headers(status)
+                if isinstance(exc, TooManyAttempts):
+                    headers = {"Retry-After": str(exc.retry_after)}
+                return error_response(code, detail, status, headers)
         raise exc
 
     async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -62,6 +62,9 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         # Short leases so a killed worker's job comes back within seconds in tests.
         "ARCHSEARCH_LEASE_SECONDS": "3",
         "ARCHSEARCH_AUTH": "token",
+        # Every test calls from 127.0.0.1, many with wrong tokens on purpose: the shared API
+        # must not throttle them (tests/service/test_auth_throttle.py runs its own).
+        "ARCHSEARCH_AUTH_FAILURES_PER_MINUTE": "1000000",
     }
 
 

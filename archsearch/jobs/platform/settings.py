@@ -166,6 +166,12 @@ class Settings(BaseSettings):
         description="an idle HTTP connection stays open this long; longer than a client's "
         "polling pause, so a reused connection is never closed under the client",
     )
+    auth_failures_per_minute: int = Field(
+        default=20,
+        ge=1,
+        description="failed authentications per client address, and per token prefix, in a "
+        "minute before further attempts answer 429 (counted per API process)",
+    )
     session_max_age_seconds: int = Field(
         default=8 * 3600, ge=60, le=30 * 24 * 3600, description="a dashboard session's lifetime"
     )
