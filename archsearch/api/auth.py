@@ -13,10 +13,10 @@ from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import AuthThrottleDep, ServicesDep
+from archsearch.api.deps import AuthThrottleDep, ServicesDep, app_state
+from archsearch.api.signing import WebSession
 from archsearch.api.throttle import AuthThrottle, client_address
 from archsearch.api.web.session import (
-    WebSession,
     check_csrf,
     principal_for_session,
     session_of,
@@ -45,19 +45,20 @@ async def current_principal(
         # The dashboard's session cookie (api/web/session.py): CSRF-checked, then the same
         # token row as a bearer token, behind the same cache.
         check_csrf(request, request.method, web)
-        return await _cached(request, services, f"session {web.token_digest}", web, throttle)
-    return await _cached(request, services, header, None, throttle)
+        return await _cached(request, services, web.principal_key, header, web, throttle)
+    # The secret itself is never kept in memory: the cache is keyed by its digest.
+    return await _cached(request, services, token_digest(header), header, None, throttle)
 
 
 async def _cached(
     request: Request,
     services: ServicesDep,
+    key: str,
     header: str,
     web: WebSession | None,
     throttle: AuthThrottle,
 ) -> Principal:
-    cache: TTLCache[str, Principal] = request.app.state.token_cache
-    key = token_digest(header)  # the secret itself is never kept in memory
+    cache = app_state(request).token_cache
     if (principal := cache.get(key)) is not None:
         return principal  # a token known good is never throttled
     address, token = client_address(request), "" if web is not None else header
