@@ -65,6 +65,8 @@ FILLED_ENV = {
     **env_file(ENV_EXAMPLE),
     **{name: f"filled-{name.lower().replace('_', '-')}" for name in SECRETS},
 }
+# The API refuses a session secret shorter than 32 characters at start.
+FILLED_ENV["SESSION_SECRET"] = "filled-session-secret-of-forty-characters"
 FILLED = interpolate(COMPOSE, FILLED_ENV)
 FILLED_SERVICES = FILLED["services"]
 
