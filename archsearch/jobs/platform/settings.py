@@ -84,6 +84,13 @@ class Settings(BaseSettings):
         description="an object of no job or dataset row is removed once this old (an upload "
         "in progress writes its files before its row)",
     )
+    stop_grace_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="on SIGTERM a worker lets its job run to its next checkpoint for at most "
+        "this long, then stops it at the next step; either way the job goes back to the queue "
+        "without spending an attempt (keep it under the pod's terminationGracePeriodSeconds)",
+    )
     visibility_timeout: int = Field(
         default=7 * 24 * 3600, description="broker redelivery timeout, above the longest job"
     )
