@@ -143,7 +143,7 @@ def run_claimed(
         _requeue_best_effort(services, job_id, f"interrupted by {type(exc).__name__}")
         raise TransientFailure(str(exc)) from exc
     except StorageUnavailable as exc:
-        outcome = _storage_outage(services, job_id, exc)
+        outcome = _storage_outage(services, job_id, worker, exc)
     if lease.lost.is_set():
         return None  # another attempt owns the job and will record its end
     if outcome.status is JobStatus.queued:
@@ -222,7 +222,9 @@ def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext) -> Result:
     return result
 
 
-def _storage_outage(services: Services, job_id: uuid.UUID, exc: StorageUnavailable) -> Outcome:
+def _storage_outage(
+    services: Services, job_id: uuid.UUID, worker: str, exc: StorageUnavailable
+) -> Outcome:
     """Fail the job if the store has been away longer than the limit; else hand it back
     to the queue without consuming an attempt, and let the caller retry later."""
     limit = services.settings.storage_outage_limit_seconds
@@ -235,7 +237,8 @@ def _storage_outage(services: Services, job_id: uuid.UUID, exc: StorageUnavailab
         )
     try:
         with transaction(services.sessions) as session:
-            claims.hand_back(session, job_id, f"object store unavailable ({exc}); handed back")
+            reason = f"object store unavailable ({exc}); handed back"
+            handback.hand_back(session, job_id, worker, reason, preempted=False)
     except Exception:  # the database may be away too; the lease covers that
         log.warning("could not hand job %s back; its lease will expire", job_id)
     raise TransientFailure(str(exc)) from exc

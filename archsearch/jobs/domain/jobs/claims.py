@@ -88,14 +88,6 @@ def requeue_job(session: Session, job_id: uuid.UUID, reason: str, actor: str = "
     return job
 
 
-def hand_back(session: Session, job_id: uuid.UUID, reason: str) -> Job:
-    """Requeue a running job for a cause outside it (an object-store outage): the attempt it
-    was on is given back, so an outage never exhausts `max_attempts`."""
-    job = requeue_job(session, job_id, reason)
-    job.attempts = max(0, job.attempts - 1)
-    return job
-
-
 def expired_running_jobs(session: Session) -> list[uuid.UUID]:
     """Running jobs whose worker stopped renewing the lease."""
     query = select(Job.id).where(Job.status == JobStatus.running, Job.lease_expires_at < utcnow())
