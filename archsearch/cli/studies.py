@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Column, Table
 
-from archsearch.cli.common import client_for, console, url_option
+from archsearch.cli.common import client_for, console, unique_prefixes, url_option
 from archsearch.client import ArchsearchClient
 from archsearch.schemas.studies import Stat, StudyDetail
 
@@ -43,11 +43,13 @@ def list_studies(limit: int, url: str) -> None:
     """Studies, newest first, with their jobs by status."""
     with client_for(url) as client:
         studies = client.list_studies(limit)
+    # The same short ids as `archsearch list`: every study command takes them.
+    short = unique_prefixes([str(s.id) for s in studies])
     table = Table("id", "name", "status", "sampler", "jobs", "created")
     for s in studies:
         jobs = ", ".join(f"{n} {status}" for status, n in sorted(s.counts.items()))
         created = s.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
-        table.add_row(str(s.id), s.name, s.status, s.sampler or "-", jobs or "-", created)
+        table.add_row(short[str(s.id)], s.name, s.status, s.sampler or "-", jobs or "-", created)
     console.print(table)
 
 

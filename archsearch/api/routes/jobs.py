@@ -16,13 +16,14 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.params import JobId
-from archsearch.api.presenters import job_with_queue_state
-from archsearch.jobs.domain.jobs import repository, service
+from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
+from archsearch.jobs.domain.jobs import listing, repository, service
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.jobs import (
     EventPublic,
     EventsPublic,
     JobPublic,
+    JobSort,
     JobsPublic,
     MetricPoint,
     MetricsPublic,
@@ -54,7 +55,9 @@ def create_job(
 ) -> JobPublic:
     job = service.submit_job(session, settings, enqueuer, spec, principal, priority, tag)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return JobPublic.model_validate(job)
+    # Where it waits and why, as the queue shows it (the answer follows the commit: the
+    # position counts the jobs that were queued before it).
+    return job_with_queue_state(session, job, settings)
 
 
 @router.get("", response_model=JobsPublic)
@@ -76,23 +79,37 @@ async def list_jobs(
         str | None, Query(max_length=200, description="a built-in dataset name or an upload id")
     ] = None,
     study: Annotated[uuid.UUID | None, Query(description="id of a study: its jobs")] = None,
+    study_jobs: Annotated[
+        bool, Query(description="false: leave out the jobs that belong to a study")
+    ] = True,
+    sort: Annotated[
+        JobSort,
+        Query(description="order of the page: a column, `-` first for descending"),
+    ] = "-created_at",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None, Query(description="next_cursor of the previous page, same sort")
+    ] = None,
 ) -> JobsPublic:
-    jobs, next_cursor = await session.run_sync(
-        repository.list_jobs,
+    filters = listing.JobFilters(
         statuses=status_,
         methods=method,
-        limit=limit,
-        cursor=cursor,
         team_id=principal.team_filter,
         id_prefix=id_prefix,
         tags=tag,
         owner_id=owner,
         dataset=dataset,
         study_id=study,
+        include_study_jobs=study_jobs,
     )
-    return JobsPublic(data=[JobPublic.model_validate(j) for j in jobs], next_cursor=next_cursor)
+
+    def page(sync_session: Session) -> JobsPublic:
+        jobs, next_cursor = listing.list_jobs(
+            sync_session, filters, sort=sort, limit=limit, cursor=cursor
+        )
+        return JobsPublic(data=jobs_with_owner_names(sync_session, jobs), next_cursor=next_cursor)
+
+    return await session.run_sync(page)
 
 
 @router.get("/{job_id}", response_model=JobPublic)

@@ -59,8 +59,15 @@ async def list_studies(
     session: ReadSessionDep,
     principal: CurrentUser,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            pattern="^[0-9a-fA-F]{1,32}$",
+            description="1 to 32 hex digits: only studies whose id (without dashes) starts so",
+        ),
+    ] = None,
 ) -> StudiesPublic:
-    studies = await session.run_sync(summary.list_studies, principal.team_filter, limit)
+    studies = await session.run_sync(summary.list_studies, principal.team_filter, limit, id_prefix)
     return StudiesPublic(data=studies)
 
 
