@@ -6,7 +6,7 @@ Every query is scoped to the caller's team (admins see all); another team's job 
 
 from __future__ import annotations
 
-import uuid
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
@@ -15,10 +15,9 @@ from sqlalchemy.orm import Session
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep
 from archsearch.api.errors import BODY_ERROR_RESPONSES
-from archsearch.api.params import JobId
+from archsearch.api.params import JobFiltersQuery, JobId
 from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
 from archsearch.jobs.domain.jobs import listing, repository, service
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.jobs import (
     EventPublic,
     EventsPublic,
@@ -64,24 +63,7 @@ def create_job(
 async def list_jobs(
     session: ReadSessionDep,
     principal: CurrentUser,
-    status_: Annotated[list[JobStatus], Query(alias="status")] = [],  # noqa: B006
-    method: Annotated[list[str], Query()] = [],  # noqa: B006
-    id_prefix: Annotated[
-        str | None,
-        Query(
-            pattern="^[0-9a-fA-F]{1,32}$",
-            description="1 to 32 hex digits: only jobs whose id (without dashes) starts so",
-        ),
-    ] = None,
-    tag: Annotated[list[str], Query(description="jobs carrying every one of these tags")] = [],  # noqa: B006
-    owner: Annotated[uuid.UUID | None, Query(description="id of the submitting user")] = None,
-    dataset: Annotated[
-        str | None, Query(max_length=200, description="a built-in dataset name or an upload id")
-    ] = None,
-    study: Annotated[uuid.UUID | None, Query(description="id of a study: its jobs")] = None,
-    study_jobs: Annotated[
-        bool, Query(description="false: leave out the jobs that belong to a study")
-    ] = True,
+    filters: JobFiltersQuery,
     sort: Annotated[
         JobSort,
         Query(description="order of the page: a column, `-` first for descending"),
@@ -91,21 +73,11 @@ async def list_jobs(
         str | None, Query(description="next_cursor of the previous page, same sort")
     ] = None,
 ) -> JobsPublic:
-    filters = listing.JobFilters(
-        statuses=status_,
-        methods=method,
-        team_id=principal.team_filter,
-        id_prefix=id_prefix,
-        tags=tag,
-        owner_id=owner,
-        dataset=dataset,
-        study_id=study,
-        include_study_jobs=study_jobs,
-    )
+    scoped = replace(filters, team_id=principal.team_filter)
 
     def page(sync_session: Session) -> JobsPublic:
         jobs, next_cursor = listing.list_jobs(
-            sync_session, filters, sort=sort, limit=limit, cursor=cursor
+            sync_session, scoped, sort=sort, limit=limit, cursor=cursor
         )
         return JobsPublic(data=jobs_with_owner_names(sync_session, jobs), next_cursor=next_cursor)
 
