@@ -28,7 +28,7 @@ RUNS: list[tuple[float | None, float | None, float | None]] = [
     (0.91, 1200.0, 30.0),
     (0.85, 800.0, 12.5),
     (0.91, 5000.0, 30.0),
-    (None, None, None),  # still queued: no key at all
+    (None, None, None),  # cancelled before it ran: no key at all
     (0.42, 800.0, 3.25),
     (0.97, None, 61.0),
     (0.60, 2500.0, None),  # running: no duration yet
@@ -57,6 +57,7 @@ def _team_with_jobs(sessions: sessionmaker[Session]) -> tuple[str, list[str], st
         session.flush()
         in_study = repository.create_job(session, "train", SPEC, None, placement)
         in_study.study_id, in_study.study_arm = study.id, "arm-a"
+        in_study.status = JobStatus.cancelled
     return token, ids, str(in_study.id)
 
 
@@ -65,6 +66,7 @@ def _job(session: Session, placement: Placement, run: tuple[float | None, ...]) 
     job: Job = repository.create_job(session, "train", SPEC, None, placement)
     metrics = {"test_accuracy": accuracy, "parameters": parameters}
     job.latest_metrics = {k: v for k, v in metrics.items() if v is not None}
+    job.status = JobStatus.cancelled  # never run by a worker another test may start
     if accuracy is not None:
         job.status = JobStatus.succeeded if seconds is not None else JobStatus.running
         job.started_at = utcnow() - timedelta(seconds=100)
