@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from archsearch.api.auth import current_principal, new_token_cache
+from archsearch.api.auth import api_principal, current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
@@ -72,14 +72,15 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
-    v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
+    v1_dependencies = [Depends(api_principal), Depends(reject_unstorable_text)]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
     for module in (streams, jobs, artifacts, logs, datasets, queue, studies):
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)
     # The dashboard (issue 13): pages at / and their assets, served by this process.
     pages.mount(app)
-    # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
+    # Authenticated, not under /v1: Prometheus scrapes /metrics with an admin user's
+    # `metrics` token (or an `admin` one).
     app.include_router(
         metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
     )
