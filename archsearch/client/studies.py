@@ -12,7 +12,7 @@ import httpx
 from pydantic import BaseModel
 
 from archsearch.client.errors import AmbiguousJobId, ApiError, ClientError
-from archsearch.schemas.studies import StudiesPublic, StudyDetail, StudyPublic
+from archsearch.schemas.studies import StudiesPublic, StudyDetail, StudyPlan, StudyPublic
 
 StudyRef = str | uuid.UUID
 Model = TypeVar("Model", bound=BaseModel)
@@ -32,6 +32,11 @@ class StudiesMixin:
         """Submit a study; sent once, never retried (a lost answer may hide its jobs)."""
         response = self._send("POST", "/v1/studies", json=dict(request))
         return StudyPublic.model_validate_json(response.content)
+
+    def plan_study(self, request: Mapping[str, Any]) -> StudyPlan:
+        """A study's dry run: its jobs and their optimizer steps; nothing is queued."""
+        response = self._send("POST", "/v1/studies", json=dict(request), params={"dry_run": True})
+        return StudyPlan.model_validate_json(response.content)
 
     def list_studies(self, limit: int = 100, id_prefix: str | None = None) -> list[StudyPublic]:
         params: dict[str, Any] = {"limit": limit}
