@@ -118,3 +118,31 @@ def test_a_new_job_says_where_it_waits_and_why(embedded: tuple[TestClient, Servi
     positions = [answer.json()["queue_position"] for answer in answers]
     assert positions == [1, 2]
     assert all(answer.json()["pending_reason"] for answer in answers)
+
+
+def test_a_study_dry_run_costs_the_study_and_queues_nothing(
+    embedded: tuple[TestClient, Services],
+) -> None:
+    client, _ = embedded
+    study = {
+        "name": "digits-small",
+        "dataset": DIGITS,
+        "preset": "best-small-model",
+        "preset_densities": [0.2],
+        "budget": {"epochs": 20},
+        "seeds": [0, 1],
+    }
+    answer = client.post("/v1/studies", params={"dry_run": "true"}, json=study)
+    assert answer.status_code == 200, answer.text
+    plan = answer.json()
+    assert plan["jobs"] == 16 and sum(arm["jobs"] for arm in plan["arms"]) == 16
+    assert {arm["method"] for arm in plan["arms"]} == {"train", "prune", "search", "grow"}
+    assert all(arm["optimizer_steps"] <= plan["budget_steps"] for arm in plan["arms"])
+    assert plan["optimizer_steps"] == sum(a["optimizer_steps"] * a["jobs"] for a in plan["arms"])
+    assert client.get("/v1/studies").json()["data"] == []
+    assert client.get("/v1/jobs").json()["data"] == []
+    too_small = client.post(
+        "/v1/studies", params={"dry_run": "true"}, json={**study, "budget": {"epochs": 1}}
+    )
+    assert too_small.status_code == 422  # the same checks as a submit
+    assert too_small.json()["detail"][0]["field"].endswith(".budget")
