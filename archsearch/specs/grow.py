@@ -8,7 +8,7 @@ Torch-free: the API validates these specs without the engine.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -141,6 +141,7 @@ class GrowJob(JobBase):
     steps train the final widths with `training.schedule` (constant rate while growing).
     """
 
+    paper: ClassVar[str] = "Spotting expressivity bottlenecks and fixing them optimally"
     method: Literal["grow"] = "grow"
     training: TrainingSpec = GROW_TRAINING
     growth: GrowSpec = GrowSpec()
@@ -153,3 +154,16 @@ class GrowJob(JobBase):
 
     def with_job_ids(self, full_ids: dict[str, str]) -> Self:
         return self.model_copy(update={"from_job": full_ids.get("from_job", self.from_job)})
+
+    def planned_epochs(self) -> int:
+        if self.growth.baseline:
+            raise ValueError(
+                "growth.baseline: the from-scratch baseline trains for the grown network's "
+                "wall clock, so its steps cannot be planned; set it to false for a step budget"
+            )
+        return int(self.training.epochs)  # growth steps take no optimiser step
+
+    def epochs_fitted(self, epochs: int) -> dict[str, Any]:
+        # The timed baseline cannot be planned in steps; a study compares against its own
+        # dense `train` arms instead.
+        return {"training.epochs": epochs, "growth.baseline": False}

@@ -4,7 +4,6 @@
 (() => {
   const { api, el, showError, shortId, follow, every } = AS;
   const jobLink = (id) => el("a", { href: `/jobs/${id}`, class: "mono", text: shortId(id) });
-  const PRIORITY = { "-10": "low", 0: "normal", 10: "high", 20: "urgent" };
 
   // How long a job has waited since it was submitted: 42s, 3m05s, 2h10m.
   function waited(createdAt) {
@@ -26,7 +25,7 @@
       const q = await api("/v1/queue");
       fill("waiting", q.waiting.map((j) => el("tr", { "data-id": j.id },
         el("td", { class: "num", text: j.queue_position ?? "–" }), el("td", {}, jobLink(j.id)),
-        el("td", { text: j.method }), el("td", { text: PRIORITY[j.priority] || String(j.priority) }),
+        el("td", { text: j.method }), el("td", { text: AS.priorityName(j.priority) }),
         el("td", { text: j.device }), el("td", { class: "num", text: waited(j.created_at) }),
         el("td", { text: j.study_id ? `${shortId(j.study_id)} / ${j.study_arm || ""}` : "–" }),
         el("td", { text: j.owner_name || (j.owner_id ? shortId(j.owner_id) : "local") }),

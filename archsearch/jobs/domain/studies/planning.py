@@ -43,12 +43,12 @@ def plan_study(
     facts = service.dataset_facts(session, settings, request.dataset, team)
     if request.sampler is not None:
         service.check_cap(request.n_trials or 0, settings)
-        steps = expansion.budget_steps(request, facts.n_train, facts.n_classes)
+        steps = expansion.budget_steps(request, facts.train_size, facts.num_classes)
         probe = service.check_space(session, settings, request, facts, steps, team)
         planned = [probe] * (request.n_trials or 0)
     else:
         planned, steps = service.plan_jobs(session, settings, request, facts, team)
-    arms = _arms(planned, facts.n_train, facts.n_classes)
+    arms = _arms(planned, facts.train_size, facts.num_classes)
     return StudyPlan(
         name=request.name,
         jobs=len(planned),
