@@ -102,14 +102,14 @@ def test_the_install_lines_name_the_right_extras() -> None:
     assert any(requirement.startswith("pytest") for requirement in extras["dev"])
 
 
-def run_bash(script: str, cwd: Path, env: dict[str, str]) -> str:
+def run_bash(script: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=cwd,
         env={**os.environ, **env},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     assert result.returncode == 0, f"{script}\n{result.stdout}\n{result.stderr}"
     return result.stdout
@@ -126,7 +126,7 @@ def embedded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_the_client_snippets_run_against_an_embedded_server(
     embedded_url: str, tmp_path: Path
 ) -> None:
-    first_job, study_file = snippets("bash")
+    first_job, _ = snippets("bash")
     shown = run_bash(first_job, tmp_path, {"ARCHSEARCH_URL": embedded_url})
     assert "succeeded" in shown
     assert {"spec.json", "model.safetensors", "architecture.json"} <= {
@@ -144,11 +144,15 @@ def test_the_client_snippets_run_against_an_embedded_server(
             assert result.stdout.startswith("succeeded "), result.stdout
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
-    # The study example: its file, then the console fence's commands, as written.
+
+@pytest.mark.timeout(1200)
+def test_the_study_example_runs_as_written(embedded_url: str, tmp_path: Path) -> None:
+    """The study's file, then the console fence's commands: a dry run, the study, its table
+    once it has ended, and its results."""
+    _, study_file = snippets("bash")
     (study,) = fences("console")
-    shown = run_bash(
-        study_file + console_commands(study), tmp_path, {"ARCHSEARCH_URL": embedded_url}
-    )
+    script = study_file + console_commands(study)
+    shown = run_bash(script, tmp_path, {"ARCHSEARCH_URL": embedded_url}, timeout=1100)
     assert "8 jobs" in shown and "Nothing was queued" in shown  # the dry run
     assert "finished" in shown and "grow-p" in shown  # the status table of the ended study
     folder = next(tmp_path.glob("study-*"))
