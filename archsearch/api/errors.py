@@ -107,21 +107,28 @@ def _validation_detail(exc: RequestValidationError) -> list[FieldError]:
     return [FieldError(field=_error_field(err), message=_message(err)) for err in exc.errors()]
 
 
-def json_syntax_detail(body: bytes, errors: Sequence[Any]) -> list[FieldError] | None:
+def is_json_syntax_error(errors: Sequence[Any]) -> bool:
+    return bool(errors) and errors[0].get("type") == "json_invalid"
+
+
+def json_syntax_detail(body: bytes, error: Mapping[str, Any]) -> list[FieldError]:
     """Where a body that is not JSON breaks, as line and column (the framework reports a
-    character offset, in the place of a field name); None for any other validation error."""
-    first = errors[0] if errors else {}
-    if first.get("type") != "json_invalid":
-        return None
-    offset = first["loc"][-1] if isinstance(first["loc"][-1], int) else 0
+    character offset, in the place of a field name)."""
+    offset = error["loc"][-1] if isinstance(error["loc"][-1], int) else 0
     text = body.decode("utf-8", errors="replace")[:offset]
     line, column = text.count("\n") + 1, offset - (text.rfind("\n") + 1) + 1
-    reason = first.get("ctx", {}).get("error", "not JSON")
-    return [
-        FieldError(
-            field="body", message=f"malformed JSON at line {line}, column {column}: {reason}"
-        )
-    ]
+    reason = error.get("ctx", {}).get("error", "not JSON")
+    message = f"malformed JSON at line {line}, column {column}: {reason}"
+    return [FieldError(field="body", message=message)]
+
+
+async def _body_or_empty(request: Request) -> bytes:
+    # Only a JSON body reaches a JSON syntax error, and it is read and kept by then; a
+    # stream read elsewhere (a multipart upload) must never turn a 422 into a 500.
+    try:
+        return await request.body()
+    except RuntimeError:
+        return b""
 
 
 def error_response(
@@ -151,9 +158,10 @@ def _status_headers(status: int) -> dict[str, str] | None:
 
 def install_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        syntax = json_syntax_detail(await request.body(), exc.errors())
-        if syntax is not None:
-            return error_response("invalid_json", syntax, 422)
+        errors = exc.errors()
+        if is_json_syntax_error(errors):
+            detail = json_syntax_detail(await _body_or_empty(request), errors[0])
+            return error_response("invalid_json", detail, 422)
         return error_response("invalid_request", _validation_detail(exc), 422)
 
     async def on_domain(_: Request, exc: Exception) -> JSONResponse:
