@@ -7,8 +7,9 @@ server's port comes from ARCHSEARCH_URL / ARCHSEARCH_PORT (free ports, as a user
 8000 taken would do), and in python the address `http://127.0.0.1:8000` is that URL. The
 `pip install` lines are not executed; their extras are checked against pyproject.toml.
 `console` fences run their `$ ` lines (the output lines shown are not compared). The `py`
-fences run in test_readme_deploy.py; the `dotenv` fence names settings that exist; the
-`text` fence is the layout, whose folders exist.
+fences run in test_readme_deploy.py, the `sh` fence (Kubernetes) is checked against the
+manifests in tests/k8s; the `dotenv` fence names settings that exist; the `text` fence is
+the layout, whose folders exist.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def test_every_snippet_is_covered() -> None:
     assert counts == {"install": 2, "team": 2, "bash": 2, "python": 2}
     languages = {kind: len(fences(kind)) for kind, _ in FENCES}
     # Every fence has a language, and each language is run or checked by a test here.
-    assert languages == {"bash": 6, "python": 2, "console": 1, "dotenv": 1, "py": 2, "text": 1}
+    # `sh` is the Kubernetes bootstrap, checked against the manifests in tests/k8s.
+    expected = {"bash": 6, "python": 2, "console": 1, "dotenv": 1, "py": 2, "text": 1, "sh": 1}
+    assert languages == expected
 
 
 def console_commands(text: str) -> str:
