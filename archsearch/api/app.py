@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from archsearch.api.auth import current_principal, new_token_cache
+from archsearch.api.auth import api_principal, current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.headers import NoSniff
@@ -95,7 +95,7 @@ def include_routes(app: FastAPI) -> None:
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     # A query parameter no route reads is refused (422) rather than silently ignored.
     v1_dependencies = [
-        Depends(current_principal),
+        Depends(api_principal),
         Depends(reject_unstorable_text),
         Depends(reject_unknown_query),
     ]
@@ -105,7 +105,8 @@ def include_routes(app: FastAPI) -> None:
     app.include_router(health.router, dependencies=[Depends(reject_unknown_query)])
     # The dashboard: pages at / and their assets, served by this process.
     pages.mount(app)
-    # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
+    # Authenticated, not under /v1: Prometheus scrapes /metrics with an admin user's
+    # `metrics` token (or an `admin` one).
     app.include_router(
         metrics.router,
         dependencies=[Depends(current_principal), Depends(reject_unknown_query)],

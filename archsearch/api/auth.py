@@ -83,3 +83,9 @@ async def _cached(
 
 
 CurrentUser = Annotated[Principal, Depends(current_principal)]
+
+
+async def api_principal(principal: CurrentUser) -> Principal:
+    """The caller of a /v1 route: any token but a `metrics` one, which reads /metrics only."""
+    principal.require("read")
+    return principal

@@ -8,7 +8,7 @@ built through `schemas.errors.ErrorBody`, so the typed client parses all of them
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -48,7 +48,9 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (InvalidTransition, 409, "invalid_state"),
     (InvalidCursor, 422, "invalid_cursor"),
     (TooLarge, 413, "too_large"),
-    (UserError, 422, "invalid_job"),
+    # Any value of the request the server refuses, whoever noticed it (the schema or a check
+    # against this deployment): one code, the detail names the field.
+    (UserError, 422, "invalid_request"),
     (QueueUnavailable, 503, "queue_unavailable"),
     (Busy, 503, "busy"),
     (SchemaBehind, 503, "schema_behind"),
@@ -107,8 +109,38 @@ def _error_field(err: dict[str, Any]) -> str:
     return field_path(loc)
 
 
+def _message(err: dict[str, Any]) -> str:
+    # pydantic prefixes what a validator raised with "Value error, ": the user wrote no
+    # Python; the validator's own sentence is the message.
+    return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
 def _validation_detail(exc: RequestValidationError) -> list[FieldError]:
-    return [FieldError(field=_error_field(err), message=err["msg"]) for err in exc.errors()]
+    return [FieldError(field=_error_field(err), message=_message(err)) for err in exc.errors()]
+
+
+def is_json_syntax_error(errors: Sequence[Any]) -> bool:
+    return bool(errors) and errors[0].get("type") == "json_invalid"
+
+
+def json_syntax_detail(body: bytes, error: Mapping[str, Any]) -> list[FieldError]:
+    """Where a body that is not JSON breaks, as line and column (the framework reports a
+    character offset, in the place of a field name)."""
+    offset = error["loc"][-1] if isinstance(error["loc"][-1], int) else 0
+    text = body.decode("utf-8", errors="replace")[:offset]
+    line, column = text.count("\n") + 1, offset - (text.rfind("\n") + 1) + 1
+    reason = error.get("ctx", {}).get("error", "not JSON")
+    message = f"malformed JSON at line {line}, column {column}: {reason}"
+    return [FieldError(field="body", message=message)]
+
+
+async def _body_or_empty(request: Request) -> bytes:
+    # Only a JSON body reaches a JSON syntax error, and it is read and kept by then; a
+    # stream read elsewhere (a multipart upload) must never turn a 422 into a 500.
+    try:
+        return await request.body()
+    except RuntimeError:
+        return b""
 
 
 def error_response(
@@ -137,7 +169,11 @@ def _status_headers(status: int) -> dict[str, str] | None:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if is_json_syntax_error(errors):
+            detail = json_syntax_detail(await _body_or_empty(request), errors[0])
+            return error_response("invalid_json", detail, 422)
         return error_response("invalid_request", _validation_detail(exc), 422)
 
     async def on_domain(_: Request, exc: Exception) -> JSONResponse:

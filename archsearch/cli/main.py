@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, get_args
 
 import click
 from rich import box
@@ -22,7 +22,9 @@ from rich.table import Table
 from archsearch.cli.common import (
     SHORT_ID,
     client_for,
+    compact_count,
     console,
+    duration_text,
     fail,
     local_time,
     unique_prefixes,
@@ -33,7 +35,7 @@ from archsearch.cli.server_commands import WithServerCommands
 from archsearch.cli.specs import spec_problems, spec_schema
 from archsearch.cli.studies import study
 from archsearch.client import ArchsearchClient
-from archsearch.schemas.jobs import JobPublic
+from archsearch.schemas.jobs import JobPublic, JobSort
 from archsearch.schemas.logs import JobLogLinePublic
 
 
@@ -77,7 +79,15 @@ def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> 
 @click.option("--status", multiple=True, help="only jobs in this status (repeatable)")
 @click.option("--method", multiple=True, help="only jobs of this method (repeatable)")
 @click.option("--tag", multiple=True, help="only jobs carrying this tag (repeatable: all of them)")
-@click.option("--study", default=None, help="only the jobs of this study (its full id)")
+@click.option("--study", default=None, help="only the jobs of this study (id or unique prefix)")
+@click.option("--no-study-jobs", is_flag=True, help="leave out the jobs of studies")
+@click.option(
+    "--sort",
+    type=click.Choice(get_args(JobSort)),
+    default="-created_at",
+    show_default=True,
+    help="order by a column; a leading - sorts descending",
+)
 @click.option("--limit", default=20, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="print only the full ids, one a line")
 def list_(
@@ -86,32 +96,54 @@ def list_(
     method: tuple[str, ...],
     tag: tuple[str, ...],
     study: str | None,
+    no_study_jobs: bool,
+    sort: str,
     limit: int,
     quiet: bool,
 ) -> None:
-    """List jobs, newest first; any command takes the id shown (or the full id)."""
+    """List jobs (newest first, or --sort); any command takes the id shown (or the full id)."""
     with client_for(url) as client:
-        jobs = client.list_jobs(list(status), list(method), limit=limit, tag=tag, study=study).data
+        study_id = client.resolve_study_id(study) if study else None
+        jobs = client.list_jobs(
+            list(status),
+            list(method),
+            limit=limit,
+            tag=tag,
+            study=study_id,
+            sort=sort,
+            study_jobs=not no_study_jobs,
+        ).data
     if quiet:
         click.echo("".join(f"{job.id}\n" for job in jobs), nl=False)
         return
+    table = _jobs_table(jobs)
+    # Never fold a row, even in a narrow terminal or a pipe: ids and times are copied from it.
+    natural_width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    Console(width=max(console.width, natural_width)).print(table)
+
+
+def _jobs_table(jobs: list[JobPublic]) -> Table:
     short = unique_prefixes([str(job.id) for job in jobs])
     table = Table(box=box.SIMPLE)
-    for header in ("id", "method", "status", "progress", "test acc", "created"):
+    headers = ("id", "method", "status", "progress", "test acc", "params", "duration")
+    for header in (*headers, "study/arm", "owner", "created"):
         table.add_column(header, no_wrap=True)
     for job in jobs:
         acc = job.latest_metrics.get("test_accuracy")
+        study = f"{str(job.study_id)[:8]}/{job.study_arm or ''}" if job.study_id else ""
         table.add_row(
-            short[str(job.id)],
+            short[str(job.id)] + (" !" if job.warnings else ""),
             job.method,
             job.status,
             f"{job.progress:.0%}",
             "" if acc is None else f"{acc:.4f}",
+            compact_count(job.latest_metrics.get("parameters")),
+            duration_text(job),
+            study,
+            job.owner_name or ("" if job.owner_id is None else str(job.owner_id)[:8]),
             local_time(job.created_at),
         )
-    # Never fold a row, even in a narrow terminal or a pipe: ids and times are copied from it.
-    natural_width = Measurement.get(console, console.options.update_width(10_000), table).maximum
-    Console(width=max(console.width, natural_width)).print(table)
+    return table
 
 
 @main.command()

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archsearch.core import runlog
 from archsearch.core.budget import counted
 from archsearch.core.context import RunContext
 from archsearch.core.data.inputs import Rows
@@ -211,40 +212,62 @@ def fit(
     """
     hooks = hooks or TrainHooks()
     epochs = epochs or spec.epochs
-    device = ctx.device
-    model.to(device)
-    optimizer = make_optimizer(params if params is not None else model.parameters(), spec.optimizer)
+    model.to(ctx.device)
     per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lr_factor(spec.schedule, epochs, per_epoch)
-    )
+    optimizer, scheduler = _optimizer_and_schedule(model, params, spec, epochs, per_epoch)
     start_epoch, history = _restore(
         ctx.load_checkpoint(), phase, model, optimizer, scheduler, hooks
     )
     total, counts = epochs * per_epoch, None
+    runlog.phase_start(phase, start_epoch, epochs)
     for epoch in range(start_epoch, epochs):
         train_loss = _train_epoch(model, data, spec, ctx, optimizer, scheduler, hooks, epoch, total)
-        test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, device)
-        row = {
-            "epoch": float(epoch + 1),
-            "train_loss": train_loss,
-            "test_loss": test_loss,
-            "test_accuracy": test_acc,
-            "lr": optimizer.param_groups[0]["lr"],
-        }
-        row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
+        row, counts = _epoch_row(model, data, ctx.device, optimizer, hooks, epoch, train_loss)
         history.append(row)
+        runlog.epoch_line(phase, epoch + 1, epochs, row)
         ctx.report((epoch + 1) * per_epoch, total, **{k: v for k, v in row.items() if k != "epoch"})
         ctx.save_checkpoint(
             _checkpoint_state(phase, epoch + 1, history, model, optimizer, scheduler, hooks)
         )
     last = history[-1] if history else {}
-    return FitResult(
-        history,
-        last.get("test_loss", float("nan")),
-        last.get("test_accuracy", float("nan")),
-        None if hooks.after_epoch else counts,
-    )
+    nan = float("nan")
+    counts = None if hooks.after_epoch else counts
+    return FitResult(history, last.get("test_loss", nan), last.get("test_accuracy", nan), counts)
+
+
+def _optimizer_and_schedule(
+    model: nn.Module,
+    params: Iterable[nn.Parameter] | None,
+    spec: TrainingSpec,
+    epochs: int,
+    per_epoch: int,
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    optimizer = make_optimizer(params if params is not None else model.parameters(), spec.optimizer)
+    factor = lr_factor(spec.schedule, epochs, per_epoch)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _epoch_row(
+    model: nn.Module,
+    data: Dataset,
+    device: torch.device,
+    optimizer: torch.optim.Optimizer,
+    hooks: TrainHooks,
+    epoch: int,
+    train_loss: float,
+) -> tuple[dict[str, float], torch.Tensor]:
+    """The history row of a finished epoch (its test pass, the hook's own values) and the
+    predicted-class counts of that test pass."""
+    test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, device)
+    row = {
+        "epoch": float(epoch + 1),
+        "train_loss": train_loss,
+        "test_loss": test_loss,
+        "test_accuracy": test_acc,
+        "lr": optimizer.param_groups[0]["lr"],
+    }
+    row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
+    return row, counts
 
 
 def _checkpoint_state(

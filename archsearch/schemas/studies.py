@@ -185,3 +185,24 @@ class StudyDetail(StudyPublic):
 
 class StudiesPublic(BaseModel):
     data: list[StudyPublic]
+
+
+class PlannedArm(BaseModel):
+    """One arm of a study as it would be queued: its jobs and what each trains."""
+
+    label: str
+    method: str
+    jobs: int
+    optimizer_steps: int = Field(description="per job, every phase counted")
+    training_samples: int = Field(description="per job: optimizer steps x batch size")
+
+
+class StudyPlan(BaseModel):
+    """What a study expands into, before anything is queued (`?dry_run=true`)."""
+
+    name: str
+    jobs: int = Field(description="jobs the study would queue (adaptive: its trials)")
+    budget_steps: int | None = Field(description="the budget in optimizer steps per job")
+    optimizer_steps: int = Field(description="over every job: the compute it will take")
+    training_samples: int = Field(description="over every job: samples through the model")
+    arms: list[PlannedArm]

@@ -214,8 +214,11 @@ class TransferJob(JobBase):
                 return {**data, "steps": None}
         return data
 
-    def referenced_jobs(self) -> list[str]:
-        return [self.source_job] if self.source_job else []
+    def job_references(self) -> dict[str, str]:
+        return {"source_job": self.source_job} if self.source_job else {}
+
+    def with_job_ids(self, full_ids: dict[str, str]) -> Self:
+        return self.model_copy(update={"source_job": full_ids.get("source_job", self.source_job)})
 
     def steps_on(self, n: int) -> int:
         if self.steps is None:
@@ -252,8 +255,12 @@ class CompareSpectraJob(JobBase):
         default="mask", description="the binary architecture's spectrum or the weighted one"
     )
 
-    def referenced_jobs(self) -> list[str]:
-        return list(self.jobs)
+    def job_references(self) -> dict[str, str]:
+        return {f"jobs[{i}]": job for i, job in enumerate(self.jobs)}
+
+    def with_job_ids(self, full_ids: dict[str, str]) -> Self:
+        jobs = tuple(full_ids.get(f"jobs[{i}]", job) for i, job in enumerate(self.jobs))
+        return self.model_copy(update={"jobs": jobs})
 
     def missing_inputs(self) -> dict[str, str]:
         return {} if len(self.jobs) >= 2 else {"jobs": "the ids of 2 or more succeeded prune jobs"}

@@ -57,6 +57,14 @@ def test_submit_wait_list_status_download_cancel(
         lines = logs.output.splitlines()
         assert f"job {job_id} running on worker" in lines[0] and LOCAL_TIME.match(lines[0])
         assert lines[-1].endswith("run ended: succeeded (finished)"), logs.output
+        # One line per epoch, with the loss and the accuracy, and the phase it belongs to.
+        assert any("phase train starts at epoch 1 of 2" in line for line in lines), logs.output
+        assert any("train epoch 2/2: train_loss" in line for line in lines), logs.output
+
+    # `list --sort` orders on the server; owners show by name.
+    ranked = runner.invoke(main, ["list", "--sort", "-test_accuracy", "--limit", "5"])
+    assert ranked.exit_code == 0, ranked.output
+    assert "alice" in ranked.output and "params" in ranked.output
 
     refused = runner.invoke(main, ["cancel", shown])
     assert refused.exit_code == 1 and "409" in refused.output

@@ -268,7 +268,7 @@ def test_datasets_and_readiness(client: ArchsearchClient, api_url: str) -> None:
         ),
         (
             {"method": "transfer", "dataset": {"name": "digits"}, "source_job": str(uuid.uuid4())},
-            "referenced job",
+            "source_job",
         ),
     ],
 )

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from archsearch.core import runlog
 from archsearch.core.nn.masked import (
     density,
     freeze_masks,
@@ -208,6 +209,7 @@ class MaskTrainer:
             if current <= s.target or step + 1 >= self.force_step:
                 finalize_to_density(self.model, s.target)
                 self.frozen_at_step, current = step, density(self.model)
+                runlog.phase_line("masks frozen at step %d: density %.4g", step + 1, current)
             elif s.adaptive:
                 # Multiplicative control: gamma grows while the density lags behind the plan
                 # (by at most x adapt_rate a step) and holds when ahead. Never lowering it
@@ -230,7 +232,8 @@ class MaskTrainer:
         lo, hi = self.hist_range
         counts = torch.histc(flat.clamp(lo, hi), bins=HIST_BINS, min=lo, max=hi)
         self.histograms.append(counts.tolist())
-        return {"density": density(self.model)}
+        frozen = sum(bool(layer.mask_frozen) for layer in self.layers)
+        return {"density": density(self.model), "frozen_layers": float(frozen)}
 
     def extra_state(self) -> dict[str, Any]:
         return {

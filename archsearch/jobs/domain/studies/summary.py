@@ -76,8 +76,10 @@ def read_study(session: Session, study_id: uuid.UUID, team_id: uuid.UUID | None)
     )
 
 
-def list_studies(session: Session, team_id: uuid.UUID | None, limit: int) -> list[StudyPublic]:
-    studies = studies_repository.list_studies(session, team_id, limit)
+def list_studies(
+    session: Session, team_id: uuid.UUID | None, limit: int, id_prefix: str | None = None
+) -> list[StudyPublic]:
+    studies = studies_repository.list_studies(session, team_id, limit, id_prefix)
     counts = studies_repository.status_counts(session, [study.id for study in studies])
     return [study_public(study, dict(counts[study.id])) for study in studies]
 
