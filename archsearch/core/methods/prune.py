@@ -23,6 +23,7 @@ from archsearch.core.nn.masked import freeze_masks, hard_masks, masks_frozen, se
 from archsearch.core.pruning.baselines import (
     iterative_magnitude_pruning,
     random_masks,
+    random_unit_masks,
     reshuffle_masks,
 )
 from archsearch.core.pruning.build import (
@@ -144,7 +145,8 @@ def baseline_masks(
     generator = torch.Generator().manual_seed(spec.training.seed)
     out: dict[str, dict[str, torch.Tensor]] = {}
     if "random" in spec.baselines:
-        out["random"] = random_masks(learned, spec.density, generator)
+        draw = random_unit_masks if spec.granularity == "unit" else random_masks
+        out["random"] = draw(learned, spec.density, generator)
     if "reshuffle" in spec.baselines:
         out["reshuffle"] = reshuffle_masks(learned, generator)
     # One-shot magnitude pruning is IMP with a single round (prune everything at once).
@@ -186,7 +188,8 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         metrics["binarisation_gap"] = trainer.relaxed_accuracy - test_acc
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
-    ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")
+    # Shaped like the weights at either granularity: `transfer` and users read one format.
+    ctx.save_artifact("mask.safetensors", mask_bytes(masks, model), "application/octet-stream")
     ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
     deployable = pruned_deployable(model, architecture, test_acc)
@@ -213,7 +216,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
     for name, baseline in baseline_masks(spec, data, ctx, architecture, masks).items():
         ctx.save_artifact(
-            f"mask-{name}.safetensors", mask_bytes(baseline), "application/octet-stream"
+            f"mask-{name}.safetensors", mask_bytes(baseline, model), "application/octet-stream"
         )
     if history:
         ctx.save_artifact("curves.png", curves_png(history, "prune"), "image/png")
