@@ -36,11 +36,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
     size = d["size"]
     pre = d["preprocessing"]
     onnx = d["onnx"]
-    onnx_line = (
-        f"`model.onnx` (checked with onnxruntime, max abs diff {onnx['max_abs_diff']:.2e})"
-        if onnx["exported"]
-        else f"none: {onnx['reason']}"
-    )
+    onnx_line = _onnx_line(onnx)
     lines = [
         f"# Model card: {d['model']} trained by `{d['method']}` on `{d['dataset']}`",
         "",
@@ -67,6 +63,10 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         f"Per-layer forms: {_forms_line(d['forms'])}",
         "",
+        "In plain PyTorch (the README's recipe): a `sparse` layer is int32 CSR through "
+        "`torch.addmv` (batch 1) or `torch.sparse.addmm` (larger batches), a `dense` one "
+        "`F.linear`; that is the 'compact + sparse kernels' column.",
+        "",
         f"## ONNX\n\n{onnx_line}",
         "",
         "## Spec",
@@ -85,3 +85,16 @@ def _forms_line(forms: list[dict[str, Any]]) -> str:
     return "; ".join(
         f"`{f['layer']}` {f['batch_1']} at batch 1, {f['batch_64']} at 64" for f in forms
     )
+
+
+def _onnx_line(onnx: dict[str, Any]) -> str:
+    if not onnx["exported"]:
+        return f"none: {onnx['reason']}"
+    line = f"`model.onnx` (checked with onnxruntime, max abs diff {onnx['max_abs_diff']:.2e})"
+    if "latency" in onnx:
+        lat = onnx["latency"]
+        line += (
+            f"; {onnx.get('form', '')}. Runs in {onnx['runtime']} at "
+            f"{_ms(lat['batch_1_s'])} (batch 1), {_ms(lat['batch_64_s'])} (batch 64)"
+        )
+    return line
