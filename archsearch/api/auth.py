@@ -13,9 +13,9 @@ from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import ServicesDep
+from archsearch.api.deps import ServicesDep, app_state
+from archsearch.api.signing import WebSession
 from archsearch.api.web.session import (
-    WebSession,
     check_csrf,
     principal_for_session,
     session_of,
@@ -48,7 +48,7 @@ async def current_principal(request: Request, services: ServicesDep) -> Principa
 async def _cached(
     request: Request, services: ServicesDep, header: str, web: WebSession | None
 ) -> Principal:
-    cache: TTLCache[str, Principal] = request.app.state.token_cache
+    cache = app_state(request).token_cache
     key = token_digest(header)  # the secret itself is never kept in memory
     if (principal := cache.get(key)) is not None:
         return principal
