@@ -14,6 +14,26 @@ def _paper_of(method: str) -> str:
     return by_method.get(method, "")
 
 
+PLAIN_PYTORCH = (
+    "In plain PyTorch (the README's recipe): a `sparse` layer is int32 CSR through "
+    "`torch.addmv` (batch 1) or `torch.sparse.addmm` (larger batches), a `dense` one "
+    "`F.linear`; that is the 'compact + sparse kernels' column."
+)
+
+
+def _size_rows(d: dict[str, Any]) -> list[str]:
+    size = d["size"]
+    return [
+        "| | parameters | nonzero | multiply-adds | file bytes |",
+        "|---|---|---|---|---|",
+        f"| dense parent | {size['parameters_dense']:,} | {size['nonzero_dense']:,} | "
+        f"{size['macs_dense']:,} | {size['bytes_dense']:,} |",
+        f"| compact (`{d['files']['weights']}`) | {size['parameters_compact']:,} | "
+        f"{size['nonzero_compact']:,} | {size['macs_compact']:,} | {size['bytes_compact']:,} |",
+        f"| sparse storage (`model-sparse.safetensors`) | | | | {size['bytes_sparse']:,} |",
+    ]
+
+
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
@@ -32,7 +52,6 @@ def _latency_rows(latency: dict[str, dict[str, float]]) -> list[str]:
 def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
     """The card's markdown, from deployment.json's record and the job's spec."""
     d = deployment
-    size = d["size"]
     pre = d["preprocessing"]
     onnx = d["onnx"]
     onnx_line = _onnx_line(onnx)
@@ -48,13 +67,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         "## Size",
         "",
-        "| | parameters | nonzero | multiply-adds | file bytes |",
-        "|---|---|---|---|---|",
-        f"| dense parent | {size['parameters_dense']:,} | {size['nonzero_dense']:,} | "
-        f"{size['macs_dense']:,} | {size['bytes_dense']:,} |",
-        f"| compact (`{d['files']['weights']}`) | {size['parameters_compact']:,} | "
-        f"{size['nonzero_compact']:,} | {size['macs_compact']:,} | {size['bytes_compact']:,} |",
-        f"| sparse storage (`model-sparse.safetensors`) | | | | {size['bytes_sparse']:,} |",
+        *_size_rows(d),
         "",
         f"## Latency on {d['device']} ({d['threads']} threads; medians of interleaved repeats)",
         "",
@@ -62,9 +75,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         f"Per-layer forms: {_forms_line(d['forms'])}",
         "",
-        "In plain PyTorch (the README's recipe): a `sparse` layer is int32 CSR through "
-        "`torch.addmv` (batch 1) or `torch.sparse.addmm` (larger batches), a `dense` one "
-        "`F.linear`; that is the 'compact + sparse kernels' column.",
+        PLAIN_PYTORCH,
         "",
         f"## ONNX\n\n{onnx_line}",
         "",
