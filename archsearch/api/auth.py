@@ -41,15 +41,15 @@ async def current_principal(request: Request, services: ServicesDep) -> Principa
         # The dashboard's session cookie (api/web/session.py): CSRF-checked, then the same
         # token row as a bearer token, behind the same cache.
         check_csrf(request, request.method, web)
-        return await _cached(request, services, f"session {web.token_digest}", web)
-    return await _cached(request, services, header, None)
+        return await _cached(request, services, web.principal_key, header, web)
+    # The secret itself is never kept in memory: the cache is keyed by its digest.
+    return await _cached(request, services, token_digest(header), header, None)
 
 
 async def _cached(
-    request: Request, services: ServicesDep, header: str, web: WebSession | None
+    request: Request, services: ServicesDep, key: str, header: str, web: WebSession | None
 ) -> Principal:
     cache = app_state(request).token_cache
-    key = token_digest(header)  # the secret itself is never kept in memory
     if (principal := cache.get(key)) is not None:
         return principal
     async with services.async_reader.connect() as connection:

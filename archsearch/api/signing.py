@@ -20,6 +20,12 @@ class WebSession:
     token_digest: str
     csrf: str
 
+    @property
+    def principal_key(self) -> str:
+        """This session's key in the process's cache of verified principals, shared by the
+        API routes and the dashboard's pages (bearer tokens are keyed by their digest)."""
+        return token_digest(f"session {self.token_digest}")
+
 
 def new_session(token: str) -> WebSession:
     return WebSession(token_digest(token.strip()), secrets.token_urlsafe(24))

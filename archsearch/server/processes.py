@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -100,6 +101,18 @@ def refuse_open_network_without_tokens(settings: Settings, what: str) -> None:
         )
 
 
+def exit_cleanly_on(*signals: signal.Signals) -> None:
+    """uvicorn stops on these signals, then raises them again once it has stopped; exiting
+    through SystemExit (rather than the default handlers' abrupt end) lets the `finally`
+    blocks run: the local runner hands its running jobs back to the queue."""
+
+    def leave(signum: int, _: object) -> None:
+        raise SystemExit(0)
+
+    for signum in signals:
+        signal.signal(signum, leave)
+
+
 def serve_embedded(settings: Settings) -> None:
     """API and a local runner in one process; a SQLite database is migrated automatically."""
     quiet_logging()
@@ -111,6 +124,7 @@ def serve_embedded(settings: Settings) -> None:
     check_schema_or_exit(services)
     runner = LocalRunner(services, threads=settings.local_runner_threads)
     runner.start()
+    exit_cleanly_on(signal.SIGTERM, signal.SIGINT)
     url = f"http://{settings.host}:{settings.port}"
     console.print(
         f"archsearch (embedded) at {url}\n"

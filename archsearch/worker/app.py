@@ -9,10 +9,14 @@ record the worker's presence per pool process, and reap expired leases.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
+from typing import Any
 
 import torch
+from billiard.process import active_children
 from celery import Celery, signals
 
 from archsearch.jobs.platform.broker import CeleryEnqueuer
@@ -43,6 +47,7 @@ def create_app(settings: Settings) -> Celery:
     app.conf.worker_proc_alive_timeout = WARM_UP_TIMEOUT
     register_tasks(app, process)
     _connect_signals(process)
+    signals.worker_shutting_down.connect(forward_stop_to_pool, weak=False)
     return app
 
 
@@ -86,6 +91,18 @@ def _connect_signals(process: WorkerProcess) -> None:
     signals.worker_process_init.connect(register_process, weak=False)
     signals.worker_process_shutdown.connect(unregister_process, weak=False)
     signals.worker_ready.connect(start_reaper, weak=False)
+
+
+def forward_stop_to_pool(**_: Any) -> None:
+    """In the main process, as its warm shutdown starts (SIGTERM or Ctrl-C, which reach only
+    it, e.g. as a pod's PID 1): ask each pool process to stop its job gracefully. The warm
+    shutdown then waits for the task, which ends once the job is handed back."""
+    for child in active_children():
+        if child.pid is not None:
+            try:
+                os.kill(child.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass  # it already ended
 
 
 def _reap_forever(settings: Settings) -> None:

@@ -60,18 +60,30 @@ def _services(request: Request) -> Services:
 
 def viewer(request: Request) -> tuple[Principal, WebSession | None] | None:
     """Who looks at the page: the local user when embedded, the session's user in team
-    mode, or None (sign in first)."""
-    services = _services(request)
-    if not services.settings.tokens_required:
+    mode, or None (sign in first). Looked up once per request, through the API's cache of
+    verified principals."""
+    if not hasattr(request.state, "viewer"):
+        request.state.viewer = _look_up_viewer(request)
+    seen: tuple[Principal, WebSession | None] | None = request.state.viewer
+    return seen
+
+
+def _look_up_viewer(request: Request) -> tuple[Principal, WebSession | None] | None:
+    state = app_state(request)
+    if not state.services.settings.tokens_required:
         return LOCAL_USER, None
     web = web_session.session_of(request)
     if web is None:
         return None
-    with services.sessions() as session:
+    if (cached := state.token_cache.get(web.principal_key)) is not None:
+        return cached, web
+    with state.services.sessions() as session:
         try:
-            return web_session.principal_for_session(session, web), web
+            principal = web_session.principal_for_session(session, web)
         except Unauthenticated:
             return None
+    state.token_cache[web.principal_key] = principal
+    return principal, web
 
 
 # The wire's words, handed to every page so its scripts never spell them again.

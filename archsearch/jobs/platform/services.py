@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.jobs.platform.db import make_async_reader, make_engine, make_session_factory
 from archsearch.jobs.platform.objects import open_object_store
 from archsearch.jobs.platform.settings import Settings
+from archsearch.jobs.platform.stopping import StopRequest
 from archsearch.jobs.platform.store import ArtifactStore
 
 
@@ -21,6 +22,8 @@ class Services:
     sessions: sessionmaker[Session]
     store: ArtifactStore
     async_reader: AsyncEngine
+    # Asked by SIGTERM or a shutdown: running jobs go back to the queue at a checkpoint.
+    stop: StopRequest = field(default_factory=StopRequest)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:

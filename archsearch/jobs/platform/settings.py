@@ -67,6 +67,13 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         default=60.0, gt=0, description="a silent worker loses its job after this"
     )
+    stop_grace_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="on SIGTERM a worker lets its job run to its next checkpoint for at most "
+        "this long, then stops it at the next step; either way the job goes back to the queue "
+        "without spending an attempt (keep it under the pod's terminationGracePeriodSeconds)",
+    )
     visibility_timeout: int = Field(
         default=7 * 24 * 3600, description="broker redelivery timeout, above the longest job"
     )

@@ -1,5 +1,8 @@
 """A RunContext backed by the database and the object store: how a running job talks out.
 
+When the worker is asked to stop, the job ends at its next checkpoint (right after writing
+it) or, past the stop's grace, at its next step, by raising `JobPreempted`.
+
 Progress and metrics are buffered and written at most every `flush_seconds` in one short
 transaction, which also reads the job's cancel flag, so reporting every step costs a few
 writes per second, not one per step. Every point reported before a checkpoint is stored
@@ -17,13 +20,18 @@ from typing import Any
 import torch
 
 from archsearch.core.context import checkpoint_from_bytes, checkpoint_to_bytes
-from archsearch.core.errors import ArtifactNotFoundError
+from archsearch.core.errors import ArtifactNotFoundError, JobCancelled
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.services import Services
+
+
+class JobPreempted(JobCancelled):
+    """The worker is stopping (`services.stop`): the job goes back to the queue, not ended.
+    A `JobCancelled`, so engine code that lets a cancellation through lets this through."""
 
 
 class DbRunContext:
@@ -67,6 +75,10 @@ class DbRunContext:
     def should_stop(self) -> bool:
         if self.lease_lost.is_set():
             return True  # another attempt owns the job now; stop without recording anything
+        if self.services.stop.overdue():
+            # No checkpoint came in time: stop at this step; the next attempt resumes from
+            # the previous checkpoint, and re-reported points overwrite their own rows.
+            raise JobPreempted(f"{self.services.stop.reason}, before its next checkpoint")
         if time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
         return self._cancel_requested
@@ -82,6 +94,8 @@ class DbRunContext:
         # The other order left a checkpoint past the stored points: that epoch never came back.
         self.flush()
         self.services.store.write_checkpoint(self.job_uuid, checkpoint_to_bytes(state))
+        if self.services.stop.requested:  # the worker is stopping: here is a clean place
+            raise JobPreempted(f"{self.services.stop.reason}, at a checkpoint")
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         data = self.services.store.read_checkpoint(self.job_uuid)

@@ -27,14 +27,14 @@ from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import JobCancelled, UserError
 from archsearch.core.export import json_bytes
 from archsearch.core.methods import get_method
-from archsearch.jobs.domain.jobs import claims, repository, worker_repository
+from archsearch.jobs.domain.jobs import claims, handback, repository, worker_repository
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import claim_next
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime import studies
-from archsearch.jobs.runtime.context import DbRunContext
+from archsearch.jobs.runtime.context import DbRunContext, JobPreempted
 from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.jobs.runtime.device import pick_device
 from archsearch.jobs.runtime.joblog import JobLog
@@ -77,14 +77,22 @@ class Outcome:
     def failed(cls, reason: str, error: str) -> Outcome:
         return cls(JobStatus.failed, reason, error)
 
+    @classmethod
+    def preempted(cls, reason: str) -> Outcome:
+        """Not an end: the worker stops, the job goes back to the queue (`handback`)."""
+        return cls(JobStatus.queued, reason)
+
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
-    """Claim the next job this worker may run and run it; None when nothing is eligible."""
+    """Claim the next job this worker may run and run it; None when nothing is eligible
+    or the process is stopping (`services.stop`)."""
     worker = worker_name()
+    if services.stop.requested:
+        return None
     with transaction(services.sessions) as session:
         job_id = claim_next(
             session, worker, offer, services.settings, services.store.has_checkpoint
@@ -117,6 +125,10 @@ def run_claimed(
         raise TransientFailure(str(exc)) from exc
     if lease.lost.is_set():
         return None  # another attempt owns the job and will record its end
+    if outcome.status is JobStatus.queued:
+        with transaction(services.sessions) as session:
+            handed_back = handback.hand_back(session, job_id, worker, outcome.reason)
+        return JobStatus.queued if handed_back else None
     record_outcome(services, job_id, outcome, worker)
     return outcome.status
 
@@ -149,6 +161,8 @@ def _run(
         ctx = DbRunContext(services, job_id, pick_device(spec), lease_lost)
         data = load_job_dataset(services, spec)
         return Outcome.succeeded(_run_method(spec, data, ctx))
+    except JobPreempted as exc:
+        return Outcome.preempted(str(exc))
     except JobCancelled:
         return Outcome(JobStatus.cancelled, "cancelled while running")
     except UserError as exc:

@@ -2,7 +2,9 @@
 
 A submitted job only wakes a thread; the thread then asks the scheduler for the next job,
 exactly as a Celery worker does. On start it recovers what a previous process left: running
-jobs (that process died) go back to the queue and resume from their checkpoints.
+jobs (that process died) go back to the queue and resume from their checkpoints. Stopped
+(SIGTERM, Ctrl-C), it hands its running jobs back at their next checkpoint without spending
+an attempt.
 """
 
 from __future__ import annotations
@@ -38,10 +40,17 @@ class LocalRunner:
             thread.start()
             self._wake.release()  # look at the queue once at start
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Hand the running jobs back to the queue at their next checkpoint (their attempts
+        unchanged; the next start resumes them), then end the threads. `timeout`: how long
+        to wait for that; default the stop's grace and a lease more."""
         self._stopping = True
+        settings = self.services.settings
+        self.services.stop.request("server stopping", settings.stop_grace_seconds)
         for _ in self._threads:
             self._wake.release()
+        if timeout is None:
+            timeout = settings.stop_grace_seconds + settings.lease_seconds
         for thread in self._threads:
             thread.join(timeout)
 
