@@ -25,6 +25,9 @@ from archsearch.specs.model_configs import MLPConfig
 from archsearch.specs.train import JobBase
 
 Baseline = Literal["random", "magnitude", "imp", "reshuffle"]
+Granularity = Literal["weight", "unit"]
+# Families whose units (neurons, channels) can be masked and then removed by compaction.
+UNIT_FAMILIES = ("mlp", "cnn", "vgg", "mobilenet_v1")
 
 
 class TemperatureSpec(Frozen):
@@ -93,6 +96,14 @@ class PruneJob(JobBase):
         le=1,
         description="target fraction of prunable weights kept; null: no target (penalty only)",
     )
+    granularity: Granularity = Field(
+        default="weight",
+        description="weight: one mask per connection (the paper's masks); unit: one mask per "
+        "output neuron / conv channel, so the compact model is a smaller dense network that "
+        f"every runtime runs fast (families: {', '.join(UNIT_FAMILIES)}); density, the "
+        "penalty and baselines then count units (magnitude: L1 norm of each filter/neuron). "
+        "With weights 'free', the random initial weights stay fixed and only units are chosen",
+    )
     weights: Literal["learned", "free"] = Field(
         default="learned",
         description="learned: weights and masks trained jointly; free: weights fixed to one, "
@@ -147,6 +158,15 @@ class PruneJob(JobBase):
     def _baselines_need_density(self) -> PruneJob:
         if self.baselines and self.density is None:
             raise ValueError("baselines are pruned to the same density: set 'density'")
+        return self
+
+    @model_validator(mode="after")
+    def _units_need_a_unit_family(self) -> PruneJob:
+        if self.granularity == "unit" and self.model.name not in UNIT_FAMILIES:
+            raise ValueError(
+                f"granularity 'unit' prunes neurons and channels of {', '.join(UNIT_FAMILIES)};"
+                f" model {self.model.name!r} has no units to remove: use granularity 'weight'"
+            )
         return self
 
     def training_rounds(self) -> int:

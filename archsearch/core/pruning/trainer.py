@@ -61,25 +61,44 @@ def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> tor
     return torch.optim.Adam(params, lr=lr, fused=fused)
 
 
+def _top_k(score: torch.Tensor, k: int) -> torch.Tensor:
+    keep = torch.zeros_like(score, dtype=torch.bool)
+    keep[score.topk(k).indices] = True
+    return keep
+
+
+def _keep_at_density(scores: list[torch.Tensor], target: float, per_layer: bool) -> torch.Tensor:
+    """Which of the concatenated scores to keep: the round(target * D) largest overall, or
+    per layer (each keeps round(target * its size), at least one)."""
+    if not per_layer:
+        flat = torch.cat(scores)
+        return _top_k(flat, max(1, round(target * flat.numel())))
+    return torch.cat([_top_k(s, max(1, round(target * s.numel()))) for s in scores])
+
+
 def finalize_to_density(model: nn.Module, target: float) -> None:
     """Make exactly round(target * D) logits positive (the largest ones) and freeze.
 
     The step that crosses the target can overshoot by a few logits; moving the threshold
-    to the k-th largest logit makes the final density exact.
+    to the k-th largest logit makes the final density exact. Unit masks are finalised per
+    layer: a global threshold over units can leave a layer with none (measured: 1 of 24
+    hidden units at a global unit density of 0.25), and a layer without units is a network
+    without output; every layer keeps its share of units, the logits pick which.
     """
-    logits = mask_logits(model)
-    flat = torch.cat([p.detach().flatten() for p in logits])  # (D,)
+    layers = [layer for _, layer in masked_layers(model)]
     # Many logits sit exactly at the cap; among equal logits the larger |weight| wins.
-    magnitude = torch.cat(
-        [layer.weight.detach().abs().flatten() for _, layer in masked_layers(model)]
-    )
-    score = flat + 1e-7 * magnitude / magnitude.max().clamp(min=1e-12)
-    k = max(1, round(target * flat.numel()))
-    keep = torch.zeros_like(flat, dtype=torch.bool)
-    keep[score.topk(k).indices] = True
+    magnitudes = [layer.unit_magnitude().flatten() for layer in layers]
+    largest = torch.cat(magnitudes).max().clamp(min=1e-12)
+    scores = [
+        layer.mask_logits.detach().flatten() + 1e-7 * magnitude / largest
+        for layer, magnitude in zip(layers, magnitudes, strict=True)
+    ]
+    per_layer = all(layer.unit_source is not None for layer in layers)
+    keep = _keep_at_density(scores, target, per_layer)
     with torch.no_grad():
         start = 0
-        for p in logits:
+        for layer in layers:
+            p = layer.mask_logits
             part = keep[start : start + p.numel()].view_as(p)
             p.copy_(torch.where(part, p.clamp(min=1e-4), p.clamp(max=-1e-4)))
             start += p.numel()
