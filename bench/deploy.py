@@ -33,6 +33,7 @@ from archsearch.core.deploy import load_deployed
 from archsearch.core.deploy.latency import model_latencies
 from archsearch.core.export import load_model
 from archsearch.core.methods import get_method
+from archsearch.core.training import flush_denormals
 from archsearch.specs import parse_job_spec
 
 DATA_DIRS = (
@@ -116,6 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
+    flush_denormals()  # as every thread that runs jobs does
     ref = parse_job_spec({"method": "train", "dataset": {"name": "mnist"}}).dataset
     data = load_dataset(ref, tuple(d for d in DATA_DIRS if d.is_dir()))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread; ratios vs dense parent")
