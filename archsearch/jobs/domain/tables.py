@@ -202,3 +202,15 @@ class WorkerRecord(Base):
     current_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     started_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class RunningCount(Base):
+    """Running jobs of one user or team. On PostgreSQL a trigger on `jobs` keeps it, in the
+    transaction that moves a job into or out of `running`, so a claim reads one row per
+    user and team instead of every running job (SQLite, one process, counts them)."""
+
+    __tablename__ = "running_counts"
+
+    kind: Mapped[str] = mapped_column(String(4), primary_key=True)  # user | team
+    subject_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    running: Mapped[int] = mapped_column(Integer, default=0)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job, JobStatus, RunningCount
 
 _CLAIM_LOCK_KEY = 0x61726368  # "arch": one advisory lock serialises claims cluster-wide
 
@@ -27,14 +27,33 @@ def lock_claims(session: Session) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK_KEY})
 
 
-def running_counts(session: Session) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
-    """Running jobs per owner and per team."""
-    rows = session.execute(
-        select(Job.owner_id, Job.team_id).where(Job.status == JobStatus.running)
-    ).all()
-    return Counter(r.owner_id for r in rows if r.owner_id), Counter(
-        r.team_id for r in rows if r.team_id
-    )
+def running_counts(
+    session: Session, owner_id: uuid.UUID | None = None, team_id: uuid.UUID | None = None
+) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
+    """Running jobs per owner and per team (with `owner_id` / `team_id`: only theirs).
+
+    PostgreSQL: one row per user and team of `running_counts`, kept by the database.
+    SQLite: counted with one aggregate per kind (one process, few jobs)."""
+    only = owner_id is not None or team_id is not None
+    if is_postgresql(session):
+        query = select(RunningCount.kind, RunningCount.subject_id, RunningCount.running)
+        if only:
+            query = query.where(RunningCount.subject_id.in_({owner_id, team_id} - {None}))
+        rows = [(r.kind, r.subject_id, r.running) for r in session.execute(query)]
+    else:
+        rows = [
+            (kind, subject, count)
+            for kind, column in (("user", Job.owner_id), ("team", Job.team_id))
+            for subject, count in session.execute(
+                select(column, func.count())
+                .where(Job.status == JobStatus.running, column.is_not(None))
+                .where(column == (owner_id if kind == "user" else team_id) if only else True)
+                .group_by(column)
+            )
+        ]
+    per_user = Counter({s: n for kind, s, n in rows if kind == "user" and n > 0})
+    per_team = Counter({s: n for kind, s, n in rows if kind == "team" and n > 0})
+    return per_user, per_team
 
 
 def max_running(
@@ -52,8 +71,8 @@ def eligible_queued_jobs(
     full_teams: set[uuid.UUID],
     window: int,
 ) -> list[Job]:
-    """The first `window` queued jobs in scheduler order that `offer` may run, locked
-    (skipping rows another claimer holds) on PostgreSQL."""
+    """The first `window` queued jobs in scheduler order that `offer` may run (SQLite's
+    claim; PostgreSQL's is `claim_sql.pick_and_take`)."""
     query = (
         select(Job)
         .where(Job.status == JobStatus.queued, Job.device.in_(offer.accepts))
@@ -70,8 +89,6 @@ def eligible_queued_jobs(
         query = query.where(or_(Job.owner_id.is_(None), Job.owner_id.not_in(full_users)))
     if full_teams:
         query = query.where(or_(Job.team_id.is_(None), Job.team_id.not_in(full_teams)))
-    if is_postgresql(session):
-        query = query.with_for_update(skip_locked=True)
     return list(session.scalars(query))
 
 
