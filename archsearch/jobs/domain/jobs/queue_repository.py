@@ -32,14 +32,17 @@ def running_counts(
 ) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
     """Running jobs per owner and per team (with `owner_id` / `team_id`: only theirs).
 
-    PostgreSQL: one row per user and team of `running_counts`, kept by the database.
+    PostgreSQL: the shards of `running_counts`, kept by the database, summed.
     SQLite: counted with one aggregate per kind (one process, few jobs)."""
     only = owner_id is not None or team_id is not None
     if is_postgresql(session):
-        query = select(RunningCount.kind, RunningCount.subject_id, RunningCount.running)
+        total = func.sum(RunningCount.running)
+        query = select(RunningCount.kind, RunningCount.subject_id, total).group_by(
+            RunningCount.kind, RunningCount.subject_id
+        )
         if only:
             query = query.where(RunningCount.subject_id.in_({owner_id, team_id} - {None}))
-        rows = [(r.kind, r.subject_id, r.running) for r in session.execute(query)]
+        rows = [(kind, subject, int(n)) for kind, subject, n in session.execute(query)]
     else:
         rows = [
             (kind, subject, count)
