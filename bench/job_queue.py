@@ -111,8 +111,11 @@ def bare_pop(session, worker: str) -> uuid.UUID | None:  # type: ignore[no-untyp
     return session.execute(text(BARE_POP), {"worker": worker}).scalar_one_or_none()
 
 
+CLAIM_SETTINGS = Settings()  # built once, as a worker builds its settings
+
+
 def scheduler_claim(session, worker: str) -> uuid.UUID | None:  # type: ignore[no-untyped-def]
-    return claim_next(session, worker, Offer("cpu"), Settings())
+    return claim_next(session, worker, Offer("cpu"), CLAIM_SETTINGS)
 
 
 def claims_per_second(sessions, claim, claimers: int, seconds: float) -> float:  # type: ignore[no-untyped-def]

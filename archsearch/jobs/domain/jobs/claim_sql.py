@@ -28,13 +28,13 @@ from archsearch.jobs.domain.jobs.offer import Offer
 # server's default), nothing is read.
 _FULL = """
 full_users AS (
-  SELECT u.id FROM users u JOIN running_counts c ON c.kind = 'user' AND c.subject_id = u.id
-  WHERE coalesce(u.max_running, :user_default) IS NOT NULL
-  GROUP BY u.id HAVING sum(c.running) >= min(coalesce(u.max_running, :user_default))),
+  SELECT u.id FROM users u WHERE coalesce(u.max_running, :user_default) <= (
+    SELECT coalesce(sum(c.running), 0) FROM running_counts c
+    WHERE c.kind = 'user' AND c.subject_id = u.id)),
 full_teams AS (
-  SELECT t.id FROM teams t JOIN running_counts c ON c.kind = 'team' AND c.subject_id = t.id
-  WHERE coalesce(t.max_running, :team_default) IS NOT NULL
-  GROUP BY t.id HAVING sum(c.running) >= min(coalesce(t.max_running, :team_default))),"""
+  SELECT t.id FROM teams t WHERE coalesce(t.max_running, :team_default) <= (
+    SELECT coalesce(sum(c.running), 0) FROM running_counts c
+    WHERE c.kind = 'team' AND c.subject_id = t.id)),"""
 
 _NOT_FULL = """
   AND (j.owner_id IS NULL OR j.owner_id NOT IN (SELECT id FROM full_users))
@@ -48,16 +48,19 @@ head AS MATERIALIZED (
   WHERE {eligible}
   ORDER BY j.priority DESC, j.created_at, j.id LIMIT :window),
 running AS (
-  SELECT subject_id, sum(running) AS n FROM running_counts
-  WHERE kind = 'user' AND subject_id IN (SELECT owner_id FROM head) GROUP BY subject_id),
-ranked AS MATERIALIZED (
-  SELECT h.id, row_number() OVER (
-    ORDER BY h.priority DESC, coalesce(r.n, 0), h.created_at, h.id) AS rank
-  FROM head h LEFT JOIN running r ON r.subject_id = h.owner_id),
+  SELECT o.owner_id, (SELECT sum(c.running) FROM running_counts c
+                      WHERE c.kind = 'user' AND c.subject_id = o.owner_id) AS n
+  FROM (SELECT DISTINCT owner_id FROM head WHERE owner_id IS NOT NULL) o),
 locked AS (
   SELECT j.id, j.attempts, j.cancel_requested, j.owner_id, j.team_id
-  FROM ranked JOIN jobs j ON j.id = ranked.id
+  FROM (SELECT h.id, row_number() OVER (
+          ORDER BY h.priority DESC, coalesce(r.n, 0), h.created_at, h.id) AS rank
+        FROM head h LEFT JOIN running r ON r.owner_id = h.owner_id
+        ORDER BY rank) AS ranked
+  JOIN jobs j ON j.id = ranked.id
   WHERE j.status = 'queued'
+  -- The ranks arrive in order: the join walks them lazily, so only the rows other
+  -- claimers hold are passed over before the first free one is locked.
   ORDER BY ranked.rank LIMIT 1 FOR UPDATE OF j SKIP LOCKED),"""
 
 # Every row of the window held by other claimers: the first free one in scheduler order.
