@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from typing import Any
 
 from sqlalchemy import func, or_, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.jobs.offer import Offer
@@ -34,29 +35,31 @@ def running_counts(
 
     PostgreSQL: the shards of `running_counts`, kept by the database, summed.
     SQLite: counted with one aggregate per kind (one process, few jobs)."""
-    only = owner_id is not None or team_id is not None
-    if is_postgresql(session):
-        total = func.sum(RunningCount.running)
-        query = select(RunningCount.kind, RunningCount.subject_id, total).group_by(
-            RunningCount.kind, RunningCount.subject_id
+    only = {owner_id, team_id} - {None} if owner_id or team_id else None
+    if not is_postgresql(session):
+        return _count_running(session, Job.owner_id, only), _count_running(
+            session, Job.team_id, only
         )
-        if only:
-            query = query.where(RunningCount.subject_id.in_({owner_id, team_id} - {None}))
-        rows = [(kind, subject, int(n)) for kind, subject, n in session.execute(query)]
-    else:
-        rows = [
-            (kind, subject, count)
-            for kind, column in (("user", Job.owner_id), ("team", Job.team_id))
-            for subject, count in session.execute(
-                select(column, func.count())
-                .where(Job.status == JobStatus.running, column.is_not(None))
-                .where(column == (owner_id if kind == "user" else team_id) if only else True)
-                .group_by(column)
-            )
-        ]
-    per_user = Counter({s: n for kind, s, n in rows if kind == "user" and n > 0})
-    per_team = Counter({s: n for kind, s, n in rows if kind == "team" and n > 0})
-    return per_user, per_team
+    query = select(RunningCount.kind, RunningCount.subject_id, func.sum(RunningCount.running))
+    if only is not None:
+        query = query.where(RunningCount.subject_id.in_(only))
+    per_kind: dict[str, Counter[uuid.UUID]] = {"user": Counter(), "team": Counter()}
+    for kind, subject, running in session.execute(
+        query.group_by(RunningCount.kind, RunningCount.subject_id)
+    ):
+        if running:
+            per_kind[kind][subject] = int(running)
+    return per_kind["user"], per_kind["team"]
+
+
+def _count_running(
+    session: Session, column: InstrumentedAttribute[uuid.UUID | None], only: set[Any] | None
+) -> Counter[uuid.UUID]:
+    query = select(column, func.count()).where(Job.status == JobStatus.running, column.is_not(None))
+    if only is not None:
+        query = query.where(column.in_(only))
+    rows = session.execute(query.group_by(column))
+    return Counter({subject: n for subject, n in rows if subject is not None})
 
 
 def max_running(
