@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from archsearch.api.auth import CurrentUser
-from archsearch.api.broadcast import Broadcaster
-from archsearch.api.deps import ServicesDep
+from archsearch.api.deps import BroadcasterDep, ServicesDep
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.api.streaming import RECENT_METRICS, metric_frames, sse_frame
@@ -41,13 +40,6 @@ HISTORY_HELP = (
     f"{RECENT_METRICS} (`recent`: a late client of a long job is live at once; the rest is "
     "at GET /v1/jobs/{id}/metrics) or all of them (`all`); ignored when resuming"
 )
-
-
-async def get_broadcaster(request: Request) -> Broadcaster:
-    return request.app.state.broadcaster  # type: ignore[no-any-return]
-
-
-BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 
 
 @router.get("/stream", response_class=StreamingResponse, responses=STREAM_RESPONSES)
