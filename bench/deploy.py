@@ -47,6 +47,7 @@ from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.units import unit_plan
 from archsearch.core.search.compact import compact_model as compact_graph
 from archsearch.core.search.compact import model_macs
+from archsearch.core.training import flush_denormals
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
@@ -197,6 +198,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
+    flush_denormals()  # as every thread that runs jobs does
     np.random.seed(0)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread, CPU; ratios deployed / "

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
 from archsearch.core.methods import get_method
+from archsearch.core.training import flush_denormals
 from archsearch.specs import DatasetRef, parse_job_spec
 
 DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
@@ -240,6 +241,7 @@ def _task(
 ) -> tuple[int, str, int, str, tuple[float, float], float]:
     claim_index, dataset, seed, side, scale = args
     torch.set_num_threads(1)
+    flush_denormals()  # as every thread that runs jobs does
     claim = CLAIMS[claim_index]
     start = time.perf_counter()
     value = (claim.a if side == "a" else claim.b)(dataset, seed, scale)

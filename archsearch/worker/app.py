@@ -25,7 +25,7 @@ from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.objects import StorageUnavailable
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
-from archsearch.jobs.runtime.device import apply_torch_threads
+from archsearch.jobs.runtime.device import prepare_training_thread
 from archsearch.jobs.runtime.executor import worker_name
 from archsearch.jobs.runtime.orphans import sweep_orphans
 from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
@@ -69,7 +69,7 @@ def _connect_signals(process: WorkerProcess) -> None:
         # In each pool process, after the fork: its threads, a warm torch, its own engine,
         # and CUDA initialised there. Presence comes last: a listed worker is a warm one.
         started = time.perf_counter()
-        threads = apply_torch_threads(settings)
+        threads = prepare_training_thread(settings)
         warm_up(torch.device(process.offer.device))
         start_presence(process)
         log.info(
