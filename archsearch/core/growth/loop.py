@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archsearch.core.budget import count_training_samples
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.growth.schedule import (
@@ -174,6 +175,7 @@ def run_growth(
         if spec.training.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.training.max_grad_norm)
         optimizer.step()
+        count_training_samples(len(index))
         state.step += 1
         state.seconds = seconds_base + time.perf_counter() - clock
         value = loss.item()
