@@ -30,6 +30,16 @@ class TemperatureSpec(Frozen):
     t_hard: float = Field(default=100.0, gt=0)
     t_soft: float | None = Field(default=None, gt=0, description="default: t_hard / 10")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _effective_t_soft(cls, data: Any) -> Any:
+        # The value that runs is the one recorded: spec.json shows t_soft, never null.
+        if isinstance(data, dict) and data.get("t_soft") is None:
+            t_hard = data.get("t_hard", 100.0)
+            if isinstance(t_hard, int | float) and t_hard > 0:
+                return {**data, "t_soft": t_hard / 10.0}
+        return data
+
     @property
     def soft(self) -> float:
         return self.t_soft if self.t_soft is not None else self.t_hard / 10.0

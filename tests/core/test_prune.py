@@ -151,6 +151,13 @@ def test_user_fields_win_over_weight_free_defaults() -> None:
     assert prune_spec().forward == "relaxed", "learned weights keep the relaxed forward"
 
 
+def test_spec_records_the_effective_soft_temperature() -> None:
+    recorded = prune_spec().model_dump(mode="json")["temperatures"]
+    assert recorded == {"t_hard": 100.0, "t_soft": 10.0}, "spec.json shows what ran, not null"
+    assert prune_spec(temperatures={"t_hard": 50}).temperatures.t_soft == 5.0
+    assert prune_spec(temperatures={"t_hard": 50, "t_soft": 2}).temperatures.t_soft == 2.0
+
+
 def test_collapsed_prune_job_is_flagged(digits) -> None:
     # Almost no links left: no path from the inputs to the logits, so every input gets the
     # same (zero) logits and argmax answers class 0: the job must say so.
