@@ -20,6 +20,10 @@ difference favours the claim by more than the larger std, "weak" when it favours
 less, "does not hold" otherwise.
 
 Run: python bench/fidelity.py [--quick]   (about 20 minutes on 2 cores; --quick: a smoke run)
+
+`--section5` runs instead the weight-free paper's own experiment (section 5: binary tasks
+between class groups, three small training sets, AUC, the rows bin, bin -> real, real (R+),
+real, random, agnostic; median and quartiles over `--seeds` seeds), see `bench/_section5.py`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ import torch
 
 # Measure this checkout, whatever copy of the project is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import _section5 as section5  # noqa: E402  (beside this script)
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
@@ -271,11 +277,31 @@ def verdict(
     return f"{diff:+.3f}", word
 
 
+def _section5_cell(args: tuple[str, int, int]) -> tuple[str, int, dict[str, float]]:
+    dataset, size, seed = args
+    return dataset, size, section5.one_cell(dataset, size, seed, DATA_DIRS)
+
+
+def run_section5(seeds: int, workers: int) -> None:
+    tasks = [(d, n, s) for d in section5.TASKS for n in section5.SIZES for s in range(seeds)]
+    start = time.perf_counter()
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for dataset, size, rows in pool.map(_section5_cell, tasks):
+            results.setdefault((dataset, size), []).append(rows)
+    section5.print_table(results, time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny subsets, 1 epoch: a smoke run")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--section5", action="store_true", help="the weight-free paper's own run")
+    parser.add_argument("--seeds", type=int, default=5, help="--section5 seeds")
     args = parser.parse_args()
+    if args.section5:
+        run_section5(args.seeds, args.workers)
+        return
     scale = QUICK if args.quick else FULL
     seeds = SEEDS[:1] if args.quick else SEEDS
     tasks = [
