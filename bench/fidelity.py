@@ -24,6 +24,9 @@ Run: python bench/fidelity.py [--quick]   (about 20 minutes on 2 cores; --quick:
 `--section5` runs instead the weight-free paper's own experiment (section 5: binary tasks
 between class groups, three small training sets, AUC, the rows bin, bin -> real, real (R+),
 real, random, agnostic; median and quartiles over `--seeds` seeds), see `bench/_section5.py`.
+`--class-split` runs the transfer of a pruned architecture between class splits (0-4 -> 5-9
+of MNIST and Fashion-MNIST; learned vs random-per-layer vs magnitude masks), see
+`bench/_class_split.py`.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ import torch
 # Measure this checkout, whatever copy of the project is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import _section5 as section5  # noqa: E402  (beside this script)
+import _class_split as class_split  # noqa: E402  (beside this script)
+import _section5 as section5  # noqa: E402
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
@@ -292,15 +296,39 @@ def run_section5(seeds: int, workers: int) -> None:
     section5.print_table(results, time.perf_counter() - start)
 
 
+def _class_split_cell(args: tuple[str, float, int]) -> tuple[str, float, dict[str, float]]:
+    dataset, density, seed = args
+    return dataset, density, class_split.one_cell(dataset, density, seed, DATA_DIRS)
+
+
+def run_class_split(seeds: int, workers: int) -> None:
+    tasks = [
+        (d, density, s)
+        for d in class_split.DATASETS
+        for density in class_split.DENSITIES
+        for s in range(seeds)
+    ]
+    start = time.perf_counter()
+    results: dict[tuple[str, float], list[dict[str, float]]] = {}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for dataset, density, rows in pool.map(_class_split_cell, tasks):
+            results.setdefault((dataset, density), []).append(rows)
+    class_split.print_table(results, time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny subsets, 1 epoch: a smoke run")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--section5", action="store_true", help="the weight-free paper's own run")
-    parser.add_argument("--seeds", type=int, default=5, help="--section5 seeds")
+    parser.add_argument("--class-split", action="store_true", help="transfer 0-4 -> 5-9")
+    parser.add_argument("--seeds", type=int, default=5, help="--section5 / --class-split seeds")
     args = parser.parse_args()
     if args.section5:
         run_section5(args.seeds, args.workers)
+        return
+    if args.class_split:
+        run_class_split(args.seeds, args.workers)
         return
     scale = QUICK if args.quick else FULL
     seeds = SEEDS[:1] if args.quick else SEEDS

@@ -6,7 +6,8 @@ paper); the statistics batch grows as n_l = base * ceil(sqrt(max(fan-in of layer
 layer l + 1))) (section 3.4: the estimator's variance grows with that dimension); growth
 stops at a target accuracy, a parameter budget, `max_growth_steps`, or once no layer has a
 lambda_1^2 above `lambda_stop`. The parameter budget is checked before each layer grows (a
-layer adds at most the neurons that still fit), so `max_parameters` is never exceeded. The loop that applies them is `core.growth.loop`.
+layer adds at most the neurons that still fit), so `max_parameters` is never exceeded. The
+loop that applies them is `core.growth.loop`.
 A CNN (`growth.family = "cnn"`) grows every layer of its conv chain (`core.growth.cnn_step`):
 the convolutions' channels and the head's hidden widths, in that order in `hidden_widths`.
 """
@@ -165,7 +166,8 @@ def _grow_one(
     x, y = data.x_train[index].to(device), data.y_train[index].to(device)
     count_statistics(n)  # no optimiser step: reported apart from the step budget
     policy = replace(policy_of(spec), max_neurons=neurons_that_fit(model, h, spec, data))
-    record = (cnn_step.grow_pair if is_cnn(model) else grow_layer)(model, x, y, h, policy, generator)
+    grow = cnn_step.grow_pair if is_cnn(model) else grow_layer
+    record = grow(model, x, y, h, policy, generator)
     return {**asdict(record), "measured_decrease": record.measured_decrease, "stat_batch": n}
 
 
