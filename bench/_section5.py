@@ -61,7 +61,7 @@ TASKS = {
 SIZES = (25, 50, 150)  # training objects per group
 TEST_PER_GROUP = 50
 ROWS = ("bin", "bin->real", "real (R+)", "real", "random", "agnostic")
-EPOCHS = 60
+EPOCHS = 40
 TRAINING = {"epochs": EPOCHS, "batch_size": 32}
 AGNOSTIC_ARCHITECTURES, AGNOSTIC_WEIGHTS = 20, 5
 

@@ -287,13 +287,24 @@ def _section5_cell(args: tuple[str, int, int]) -> tuple[str, int, dict[str, floa
 
 
 def run_section5(seeds: int, workers: int) -> None:
-    tasks = [(d, n, s) for d in section5.TASKS for n in section5.SIZES for s in range(seeds)]
+    """Seed by seed (every cell of a seed before the next seed), so that a run stopped with
+    Ctrl-C still prints a table over the seeds it completed for every cell."""
+    tasks = [(d, n, s) for s in range(seeds) for d in section5.TASKS for n in section5.SIZES]
     start = time.perf_counter()
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
         for dataset, size, rows in pool.map(_section5_cell, tasks):
             results.setdefault((dataset, size), []).append(rows)
-    section5.print_table(results, time.perf_counter() - start)
+            print(f"done {dataset} n={size} seed {len(results[dataset, size]) - 1}", flush=True)
+    except KeyboardInterrupt:
+        print("stopped: the table covers the seeds completed in every cell", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    done = min(len(runs) for runs in results.values())
+    section5.print_table(
+        {key: runs[:done] for key, runs in results.items()}, time.perf_counter() - start
+    )
 
 
 def _class_split_cell(args: tuple[str, float, int]) -> tuple[str, float, dict[str, float]]:
