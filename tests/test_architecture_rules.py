@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
@@ -50,7 +51,10 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_contracts_hold() -> None:
-    result = subprocess.run(["lint-imports"], cwd=REPO_ROOT, capture_output=True, text=True)
+    # The running interpreter's own lint-imports: a PATH lookup could find another
+    # environment's copy (the system's, from inside a virtualenv) and check nothing of ours.
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    result = subprocess.run([lint_imports], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " 0 broken" in result.stdout or "broken" not in result.stdout.split("Contracts:")[-1]
 

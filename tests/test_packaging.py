@@ -8,7 +8,9 @@ the wheel alone, to import the server side from the installed copy.
 
 from __future__ import annotations
 
+import json
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -79,6 +81,12 @@ def test_the_base_install_is_the_light_client(wheel: Path, tmp_path: Path) -> No
 
     assert run(bin_ / "archsearch", "--version", cwd=tmp_path).strip() == "archsearch 0.1.0"
     run(bin_ / "python", "-c", "import archsearch.client, archsearch.cli.main", cwd=tmp_path)
+    # The spec vocabulary is light: the schema prints and a spec parses without the server.
+    schema = json.loads(run(bin_ / "archsearch", "spec-schema", "prune", cwd=tmp_path))
+    assert schema["properties"]["method"]["const"] == "prune"
+    spec = "{'method': 'train', 'dataset': {'name': 'digits'}}"
+    parse = f"import archsearch.specs as s; s.parse_job_spec({spec})"
+    run(bin_ / "python", "-c", parse, cwd=tmp_path)
     found = run(
         bin_ / "python",
         "-c",
@@ -101,8 +109,22 @@ def test_the_base_install_is_the_light_client(wheel: Path, tmp_path: Path) -> No
     ]
 
 
+def see_this_environment(bin_: Path) -> None:
+    """Let a fresh venv import the packages of the environment running the tests.
+
+    `venv --system-site-packages` would show it the base interpreter's packages, which are
+    not these when the tests themselves run in a virtualenv. A .pth line per site directory
+    of this interpreter does, after the venv's own site-packages, so the wheel installed
+    there wins; .pth files inside those directories (this checkout's editable finder) are not
+    processed, so the editable install is never looked at.
+    """
+    (site_packages,) = bin_.parent.glob("lib/python3*/site-packages")
+    (site_packages / "parent_environment.pth").write_text("\n".join(site.getsitepackages()))
+
+
 def test_the_installed_copy_serves_the_server_side(wheel: Path, tmp_path: Path) -> None:
-    bin_ = venv(tmp_path / "full", "--system-site-packages")
+    bin_ = venv(tmp_path / "full")
+    see_this_environment(bin_)
     # --ignore-installed: the editable install of this machine is never looked at, nor touched.
     pip_install(bin_, "--no-deps", "--ignore-installed", wheel)
     where = run(

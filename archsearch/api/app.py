@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
@@ -14,6 +14,7 @@ from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
+from archsearch.api.openapi import serve_portable_openapi
 from archsearch.api.routes import (
     artifacts,
     datasets,
@@ -25,9 +26,12 @@ from archsearch.api.routes import (
     streams,
     studies,
 )
+from archsearch.api.served_files import RecentArtifacts
+from archsearch.api.signing import SessionSigner
+from archsearch.api.state import AppState
 from archsearch.api.storable import reject_unstorable_text
+from archsearch.api.upload_slots import UploadSlots
 from archsearch.api.web import pages
-from archsearch.api.web.session import SessionSigner
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
@@ -35,41 +39,54 @@ from archsearch.jobs.platform.services import Services
 
 def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     """Build the app; it refuses to start against a database that is behind the code."""
-    broadcaster = Broadcaster(services.async_reader, services.settings)
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        ensure_schema_current(services.engine)
-        # Short GIL hand-offs keep requests answering while an upload is parsed (see
-        # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
-        sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
-        broadcaster.close_with_server()
-        yield
-        await broadcaster.close()  # live streams (api/broadcast.py)
-
+    state = new_state(services, enqueuer)
     # /docs and /redoc with Swagger UI and ReDoc served from the package, not from a CDN.
     app = FastAPIOffline(
         title="archsearch",
         version="0.1.0",
         summary="Search, prune and grow neural architectures as jobs.",
-        lifespan=lifespan,
+        lifespan=lifespan_of(state),
+        # operationId = the handler's name (`create_job`, `read_job`): what a generated
+        # client in any language calls its functions.
+        generate_unique_id_function=lambda route: route.name,
     )
-    app.state.services = services
-    app.state.enqueuer = enqueuer
-    app.state.token_cache = new_token_cache()
-    app.state.broadcaster = broadcaster
-    app.state.session_signer = SessionSigner(services.settings)
+    app.state.archsearch = state
     install_error_handlers(app)
+    serve_portable_openapi(app)
+    add_middleware(app, state)
+    include_routes(app)
+    return app
 
-    settings = services.settings
-    app.add_middleware(
-        BodyLimit,
-        upload_max_bytes=settings.upload_max_bytes,
-        json_max_bytes=settings.json_max_bytes,
+
+def new_state(services: Services, enqueuer: Enqueuer) -> AppState:
+    return AppState(
+        services=services,
+        enqueuer=enqueuer,
+        broadcaster=Broadcaster(services.async_reader, services.settings),
+        token_cache=new_token_cache(),
+        session_signer=SessionSigner(services.settings),
+        metrics_registry=metrics_registry(services),
+        upload_slots=UploadSlots(services.settings),
+        recent_artifacts=RecentArtifacts(),
     )
-    # Added last, so outermost: it also counts requests the body limit refuses.
-    app.state.metrics_registry = metrics_registry(services)
-    app.add_middleware(HttpMetrics, figures=HttpFigures(app.state.metrics_registry))
+
+
+def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ensure_schema_current(state.services.engine)
+        # Short GIL hand-offs keep requests answering while an upload is parsed (see
+        # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
+        sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
+        state.broadcaster.close_with_server()
+        yield
+        await state.broadcaster.close()  # live streams (api/broadcast.py)
+        state.upload_slots.close()
+
+    return lifespan
+
+
+def include_routes(app: FastAPI) -> None:
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
@@ -77,10 +94,20 @@ def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     for module in (streams, jobs, artifacts, logs, datasets, queue, studies):
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router)
-    # The dashboard (issue 13): pages at / and their assets, served by this process.
+    # The dashboard: pages at / and their assets, served by this process.
     pages.mount(app)
     # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
     app.include_router(
         metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
     )
-    return app
+
+
+def add_middleware(app: FastAPI, state: AppState) -> None:
+    settings = state.services.settings
+    app.add_middleware(
+        BodyLimit,
+        upload_max_bytes=settings.upload_max_bytes,
+        json_max_bytes=settings.json_max_bytes,
+    )
+    # Added last, so outermost: it also counts requests the body limit refuses.
+    app.add_middleware(HttpMetrics, figures=HttpFigures(state.metrics_registry))

@@ -13,9 +13,9 @@ from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import ServicesDep
+from archsearch.api.deps import ServicesDep, app_state
+from archsearch.api.signing import WebSession
 from archsearch.api.web.session import (
-    WebSession,
     check_csrf,
     principal_for_session,
     session_of,
@@ -41,15 +41,15 @@ async def current_principal(request: Request, services: ServicesDep) -> Principa
         # The dashboard's session cookie (api/web/session.py): CSRF-checked, then the same
         # token row as a bearer token, behind the same cache.
         check_csrf(request, request.method, web)
-        return await _cached(request, services, f"session {web.token_digest}", web)
-    return await _cached(request, services, header, None)
+        return await _cached(request, services, web.principal_key, header, web)
+    # The secret itself is never kept in memory: the cache is keyed by its digest.
+    return await _cached(request, services, token_digest(header), header, None)
 
 
 async def _cached(
-    request: Request, services: ServicesDep, header: str, web: WebSession | None
+    request: Request, services: ServicesDep, key: str, header: str, web: WebSession | None
 ) -> Principal:
-    cache: TTLCache[str, Principal] = request.app.state.token_cache
-    key = token_digest(header)  # the secret itself is never kept in memory
+    cache = app_state(request).token_cache
     if (principal := cache.get(key)) is not None:
         return principal
     async with services.async_reader.connect() as connection:

@@ -12,23 +12,37 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
+from starlette.requests import HTTPConnection
 
+from archsearch.api.broadcast import Broadcaster
+from archsearch.api.state import AppState
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import ArtifactStore
 
 
+def app_state(connection: HTTPConnection) -> AppState:
+    """The process's state (`api/state.py`); the one reader of `app.state`."""
+    state: AppState = connection.app.state.archsearch
+    return state
+
+
 async def get_services(request: Request) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+    return app_state(request).services
 
 
 async def get_enqueuer(request: Request) -> Enqueuer:
-    return request.app.state.enqueuer  # type: ignore[no-any-return]
+    return app_state(request).enqueuer
+
+
+async def get_broadcaster(request: Request) -> Broadcaster:
+    return app_state(request).broadcaster
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 EnqueuerDep = Annotated[Enqueuer, Depends(get_enqueuer)]
+BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 
 
 async def get_session(services: ServicesDep) -> AsyncIterator[Session]:

@@ -32,6 +32,7 @@ from archsearch.cli.common import (
 )
 from archsearch.cli.datasets import datasets
 from archsearch.cli.server_commands import WithServerCommands
+from archsearch.cli.specs import spec_problems, spec_schema
 from archsearch.cli.studies import study
 from archsearch.client import ArchsearchClient
 from archsearch.schemas.jobs import JobPublic
@@ -48,6 +49,7 @@ def main() -> None:
 
 main.add_command(datasets)
 main.add_command(study)
+main.add_command(spec_schema)
 
 
 @main.command()
@@ -61,6 +63,10 @@ def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> 
         spec = json.load(spec_file)
     except json.JSONDecodeError as exc:
         fail(f"{spec_file.name} is not valid JSON: {exc}")
+    if problems := spec_problems(spec):
+        fail(
+            f"{spec_file.name} is not a valid job spec (nothing was sent):\n" + "\n".join(problems)
+        )
     with client_for(url) as client:
         job = client.submit(spec, tags=tags)
         console.print(str(job.id))

@@ -22,7 +22,6 @@ SERVER_COMMANDS = {
     "worker": "Run job workers, one job per device at a time.",
     "db": "Database schema: upgrade, current.",
     "admin": "Teams, users and API tokens (team mode).",
-    "spec-schema": "Print the JSON schema of job specs.",
 }
 
 

@@ -1,13 +1,15 @@
 """The typed Python client of the archsearch REST API; the CLI is built on it.
 
     from archsearch.client import ArchsearchClient
+    from archsearch.specs import DatasetRef, TrainJob
 
     with ArchsearchClient("http://127.0.0.1:8000") as client:
-        job = client.submit({"method": "train", "dataset": {"name": "digits"}})
+        job = client.submit(TrainJob(dataset=DatasetRef(name="digits")))  # or its JSON
         job = client.wait(job.id)
         client.download_all(job.id, "out/")
 
-Answers are the API's own pydantic models (`archsearch.schemas`). Needs only httpx and
+Answers are the API's own pydantic models (`archsearch.schemas`); specs are
+`archsearch.specs`. Needs only httpx and
 pydantic: `pip install archsearch` brings no torch and no server.
 """
 
@@ -19,11 +21,12 @@ from archsearch.client.errors import (
     ServerStoppedAnswering,
     ServerUnreachable,
 )
-from archsearch.client.following import TERMINAL
+from archsearch.schemas.jobs import TERMINAL_STATUSES, JobStatus
 
 __all__ = [
     "DEFAULT_URL",
-    "TERMINAL",
+    "TERMINAL_STATUSES",
+    "JobStatus",
     "AmbiguousJobId",
     "ApiError",
     "ArchsearchClient",

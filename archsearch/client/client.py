@@ -41,6 +41,7 @@ from archsearch.schemas.jobs import (
 )
 from archsearch.schemas.logs import JobLogsPublic
 from archsearch.schemas.queue import QueuePublic, WorkerPublic, WorkersPublic
+from archsearch.specs import JobBase
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 HEX_DIGITS = frozenset("0123456789abcdef")
@@ -106,15 +107,17 @@ class ArchsearchClient(FollowingMixin, StudiesMixin):
 
     def submit(
         self,
-        spec: Mapping[str, Any],
-        priority: str | None = None,
+        spec: JobBase | Mapping[str, Any],
+        priority: Priority | None = None,
         tags: Sequence[str] = (),
     ) -> JobPublic:
-        """Submit a job spec with its tags; sent once, never retried."""
+        """Submit a job spec (a typed spec such as `TrainJob(...)`, or its JSON as a mapping)
+        with its tags; sent once, never retried. The server validates either form."""
         params: dict[str, Any] = {"tag": list(tags)}
         if priority:
             params["priority"] = priority
-        response = self._send("POST", "/v1/jobs", json=dict(spec), params=params)
+        body = spec.model_dump(mode="json") if isinstance(spec, JobBase) else dict(spec)
+        response = self._send("POST", "/v1/jobs", json=body, params=params)
         return JobPublic.model_validate_json(response.content)
 
     def get_job(self, job_id: JobRef) -> JobPublic:

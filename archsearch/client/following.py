@@ -17,7 +17,6 @@ from archsearch.client.streams import Follower, NoStreams, parse_events
 from archsearch.schemas.jobs import JobPublic
 from archsearch.schemas.logs import JobLogLinePublic
 
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 RETRY_STATUSES = frozenset({502, 503, 504})  # a proxy or a server starting up or going down
 STREAM_SILENCE_SECONDS = 40.0  # the server pings a stream every 15 s
 JobRef = str | uuid.UUID
@@ -50,7 +49,7 @@ class FollowingMixin:
                     raise
                 time.sleep(reconnect_after)
                 continue
-            if self.get_job(job_id).status in TERMINAL:
+            if self.get_job(job_id).status.terminal:
                 return  # the server ends a stream early only at its time limit
 
     def _log_stream(self, job_id: JobRef, after: int) -> Iterator[JobLogLinePublic]:
@@ -117,7 +116,7 @@ class FollowingMixin:
         outage.reset()
         if on_update:
             on_update(job)
-        return job if job.status in TERMINAL else None
+        return job if job.status.terminal else None
 
     def _follow_stream(
         self, job_id: JobRef, follower: Follower, outage: _Outage, deadline: float | None

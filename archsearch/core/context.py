@@ -84,7 +84,6 @@ class InMemoryContext:
     media_types: dict[str, str] = field(default_factory=dict)
     reports: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
     checkpoint: bytes | None = None
-    checkpoints_saved: int = 0
 
     def report(self, step: int, total: int, **metrics: float) -> None:
         self.reports.append((step, total, dict(metrics)))
@@ -98,7 +97,6 @@ class InMemoryContext:
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         self.checkpoint = checkpoint_to_bytes(state)
-        self.checkpoints_saved += 1
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         return None if self.checkpoint is None else checkpoint_from_bytes(self.checkpoint)

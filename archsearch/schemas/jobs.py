@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
 from archsearch.schemas.common import Public, UtcDatetime
+from archsearch.specs import JobBase, parse_job_spec
+
+
+class JobStatus(enum.StrEnum):
+    """A job's life: queued -> running -> succeeded | failed | cancelled (running may go
+    back to queued when its worker is lost or hands it back)."""
+
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
 
 Priority = Literal["low", "normal", "high", "urgent"]
+# Stored as numbers so the queue orders by them; the names are what users write.
+PRIORITY_LEVELS: Mapping[Priority, int] = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
+ADMIN_ONLY_PRIORITY_LEVEL = PRIORITY_LEVELS["urgent"]
+
+
+def priority_name(level: int) -> str:
+    """The name of a stored priority level (the number itself for a level no name has)."""
+    names = {value: name for name, value in PRIORITY_LEVELS.items()}
+    return names.get(level, str(level))
+
 
 # A tag: a letter or digit, then up to 63 of letters, digits and `_ . : / + -` (no spaces or
 # commas, so a tag list reads back unambiguously in a URL or a CSV cell).
@@ -28,7 +59,7 @@ class WarningPublic(BaseModel):
 class JobPublic(Public):
     id: uuid.UUID
     method: str
-    status: str
+    status: JobStatus
     label: str | None
     tags: list[str] = []
     spec: dict[str, Any]
@@ -54,6 +85,13 @@ class JobPublic(Public):
     pending_reason: str | None = None
     study_id: uuid.UUID | None = None  # a study's job: which study, which arm
     study_arm: str | None = None
+
+    def parsed_spec(self) -> JobBase:
+        """The spec as its typed model (`TrainJob`, `PruneJob`, ...), with every default.
+
+        `spec` itself stays the stored JSON on the wire, so a job stored by an older
+        version still reads even where today's models would word it differently."""
+        return parse_job_spec(self.spec)
 
 
 class JobsPublic(BaseModel):

@@ -14,11 +14,7 @@ connections open through proxies.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
-
-StreamEventName = Literal["status", "progress", "metric", "event", "end", "job"]
 
 # A stream position, `<metric seq>-<event id>`: both parts only grow. Send it back as the
 # Last-Event-ID header (or `?last_event_id=`) to resume with no gap and no duplicate.

@@ -1,4 +1,4 @@
-"""The server's `archsearch` commands: serve, api, worker, db, admin and spec-schema.
+"""The server's `archsearch` commands: serve, api, worker, db, and admin.
 
 The light CLI (`archsearch.cli.main`) loads this module by name when one of these commands
 is asked for, so `pip install archsearch` without the `server` extra never needs it.
@@ -7,18 +7,15 @@ Settings are built here, once per command, and handed on as arguments.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
-from pydantic import BaseModel
 from rich.console import Console
 
 from archsearch.jobs.platform.settings import Settings
 from archsearch.server import processes
 from archsearch.server.admin import admin
-from archsearch.specs import JOB_TYPES, job_spec_adapter
 
 console = Console()
 
@@ -78,32 +75,10 @@ def db_current() -> None:
     sys.exit(0 if current == head else 1)
 
 
-@click.command("spec-schema")
-@click.argument("method", required=False)
-def spec_schema(method: str | None) -> None:
-    """Print the JSON schema of job specs (every field, its default and allowed values)."""
-    if method is None:
-        click.echo(json.dumps(job_spec_adapter.json_schema(), indent=2))
-        return
-    by_method = {
-        t.model_fields["method"].default: t
-        for t in JOB_TYPES
-        if isinstance(t, type) and issubclass(t, BaseModel)  # narrows a tuple typed `object`
-    }
-    if method not in by_method:
-        console.print(
-            f"[red]error:[/red] unknown method {method!r}; available: {', '.join(by_method)}",
-            soft_wrap=True,
-        )
-        sys.exit(1)
-    click.echo(json.dumps(by_method[method].model_json_schema(), indent=2))
-
-
 COMMANDS: dict[str, click.Command] = {
     "serve": serve,
     "api": api,
     "worker": worker,
     "db": db,
     "admin": admin,
-    "spec-schema": spec_schema,
 }

@@ -1,7 +1,8 @@
 """Training budgets in optimiser steps: what a job will spend, and a spec fitted to a budget.
 
-Issue 12 ("Equal budget is measured, not assumed"): a study compares methods that train in
-different phases, so each method's steps are counted over all of them:
+Equal budget is measured, not assumed: a study compares methods that train in different
+phases, so each method's steps are counted over all of them. Each method's spec class says
+how (`planned_epochs`, `epochs_fitted`, `budget_knobs`, and for transfer `steps_on`):
 
 - train, search (dnw and every one-phase baseline): `training.epochs` epochs;
 - search `lottery_one_shot` / `fine_tune`: `search.dense_epochs` dense epochs (default
@@ -19,6 +20,8 @@ different phases, so each method's steps are counted over all of them:
 
 One step is one optimiser update of one batch; an epoch is ceil(n_train / batch_size) steps.
 Pure Python and pydantic (no torch): the API plans studies without importing the engine.
+This module holds what every method shares: the arithmetic of epochs and steps, and the two
+entry points, `planned_steps` and `fit_to_budget`.
 The engine's count (`core.budget`) must equal `planned_steps`; `tests/core/test_budget.py`
 checks it for every method.
 """
@@ -26,11 +29,28 @@ checks it for every method.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, Self, TypeVar
+
+from pydantic import BaseModel
 
 from archsearch.specs.common import DatasetRef
-from archsearch.specs.train import JobBase
+
+
+class Budgeted(Protocol):
+    """What the budget needs of a job spec (every `JobBase` is one; the spec classes import
+    this module for its arithmetic, so it names none of them)."""
+
+    @property
+    def dataset(self) -> DatasetRef: ...
+
+    def steps_on(self, n: int) -> int: ...
+
+    def fitted_to_steps(self, budget: int, n: int) -> Self: ...
+
+
+Spec = TypeVar("Spec", bound=Budgeted)
+Model = TypeVar("Model", bound=BaseModel)
 
 BUDGET_UNITS = ("steps", "epochs")
 
@@ -45,6 +65,10 @@ DENSE_FIRST = ("lottery_one_shot", "fine_tune")
 def steps_for_epochs(epochs: float, n_train: int, batch_size: int) -> int:
     """Optimiser steps of `epochs` passes over `n_train` samples (a partial epoch rounds down)."""
     return math.floor(epochs * math.ceil(n_train / batch_size) + 1e-9)
+
+
+def steps_per_epoch(n: int, batch_size: int) -> int:
+    return math.ceil(n / batch_size)
 
 
 def train_size(dataset: DatasetRef, n_train: int, num_classes: int | None = None) -> int:
@@ -80,49 +104,18 @@ def transfer_schedule(n: int, batch_size: int, steps: int) -> tuple[int, int]:
     return repeat, epochs
 
 
-def _per_epoch(spec: JobBase, n: int) -> int:
-    return math.ceil(n / spec.training.batch_size)
+def split_epochs(epochs: int, rounds: int, main: int, second: int) -> tuple[int, int]:
+    """Epochs (main, second) with main * rounds + second <= epochs, keeping second / main
+    as in the spec (second > 0 gets at least one epoch); the rest of the budget goes to
+    `second`. (0, 0) when even one epoch of each does not fit."""
+    if second == 0:
+        return epochs // rounds, 0
+    new_main = max(1, math.floor(epochs * main / (main * rounds + second)))
+    new_second = epochs - new_main * rounds
+    return (new_main, new_second) if new_second >= 1 else (0, 0)
 
 
-def _prune_rounds(spec: Any) -> int:
-    """Mask training plus the IMP / magnitude baselines' rounds, each `training.epochs` long."""
-    rounds = 1
-    if "imp" in spec.baselines:
-        rounds += len(imp_schedule([spec.density], IMP_PRUNE_FRACTION))
-    if "magnitude" in spec.baselines:
-        rounds += len(imp_schedule([spec.density], 1.0))
-    return rounds
-
-
-def _planned_epochs(spec: Any) -> int:
-    """Epochs of every phase, for the methods whose phases are whole epochs of the data."""
-    epochs = int(spec.training.epochs)
-    if spec.method == "prune":
-        return epochs * _prune_rounds(spec) + int(spec.finetune_epochs)
-    if spec.method == "search" and spec.search.strategy in DENSE_FIRST:
-        return epochs + int(spec.search.dense_epochs or epochs)
-    if spec.method == "grow" and spec.growth.baseline:
-        raise ValueError(
-            "growth.baseline: the from-scratch baseline trains for the grown network's wall "
-            "clock, so its steps cannot be planned; set it to false for a step budget"
-        )
-    if spec.method == "compare_spectra":
-        return 0
-    return epochs
-
-
-def planned_steps(spec: JobBase, n_train: int, num_classes: int | None = None) -> int:
-    """Optimiser steps `spec` will take on a training split of `n_train` samples, every
-    phase counted (the subset fields of `spec.dataset` are applied to `n_train`)."""
-    n = train_size(spec.dataset, n_train, num_classes)
-    transfer_steps = getattr(spec, "steps", None)
-    if spec.method == "transfer" and transfer_steps is not None:
-        repeat, epochs = transfer_schedule(n, spec.training.batch_size, transfer_steps)
-        return epochs * _per_epoch(spec, n * repeat)
-    return _planned_epochs(spec) * _per_epoch(spec, n)
-
-
-def _updated(spec: JobBase, changes: dict[str, Any]) -> JobBase:
+def updated_spec(spec: Model, changes: dict[str, Any]) -> Model:
     """A validated copy of `spec` with `changes` ({"a.b": value}) applied (bounds checked)."""
     data = spec.model_dump()
     for path, value in changes.items():
@@ -134,88 +127,27 @@ def _updated(spec: JobBase, changes: dict[str, Any]) -> JobBase:
     return type(spec).model_validate(data)
 
 
-def _too_small(budget: int, per_epoch: int, needed: str) -> ValueError:
+def budget_too_small(budget: int, per_epoch: int, knobs: str) -> ValueError:
     return ValueError(
-        f"{needed}: a budget of {budget} steps is less than the mandatory phases need "
+        f"{knobs}: a budget of {budget} steps is less than the mandatory phases need "
         f"(one epoch is {per_epoch} steps at this training.batch_size)"
     )
 
 
-def _split(epochs: int, rounds: int, main: int, second: int) -> tuple[int, int]:
-    """Epochs (main, second) with main * rounds + second <= epochs, keeping second / main
-    as in the spec (second > 0 gets at least one epoch); the rest of the budget goes to
-    `second`. (0, 0) when even one epoch of each does not fit."""
-    if second == 0:
-        return epochs // rounds, 0
-    new_main = max(1, math.floor(epochs * main / (main * rounds + second)))
-    new_second = epochs - new_main * rounds
-    return (new_main, new_second) if new_second >= 1 else (0, 0)
-
-
-def _fit_prune(spec: Any, epochs: int) -> dict[str, Any]:
-    rounds = _prune_rounds(spec)
-    main, finetune = _split(epochs, rounds, spec.training.epochs, spec.finetune_epochs)
-    return {"training.epochs": main, "finetune_epochs": finetune}
-
-
-def _fit_search(spec: Any, epochs: int) -> dict[str, Any]:
-    if spec.search.strategy not in DENSE_FIRST:
-        return {"training.epochs": epochs}
-    dense = spec.search.dense_epochs or spec.training.epochs
-    sparse, dense = _split(epochs, 1, spec.training.epochs, dense)
-    return {"training.epochs": sparse, "search.dense_epochs": dense or None}
-
-
-def _fit_grow(spec: Any, epochs: int) -> dict[str, Any]:
-    # The timed baseline cannot be planned in steps (see the module docstring); a study
-    # compares against its own dense `train` arms instead.
-    return {"training.epochs": epochs, "growth.baseline": False}
-
-
-def _fit_epochs(spec: Any, epochs: int) -> dict[str, Any]:
-    return {"training.epochs": epochs}
-
-
-EpochFitter = Callable[[Any, int], dict[str, Any]]
-_FITTERS: dict[str, EpochFitter] = {
-    "prune": _fit_prune,
-    "search": _fit_search,
-    "grow": _fit_grow,
-}
-_FIELD_NEEDED = {
-    "prune": "training.epochs / finetune_epochs",
-    "search": "training.epochs / search.dense_epochs",
-}
-
-
-def _fit_transfer_steps(spec: JobBase, budget: int, n: int) -> JobBase:
-    # Rounding to whole epochs can overshoot `steps`: take the largest that does not.
-    for steps in range(min(budget, 1_000_000), 0, -1):
-        repeat, epochs = transfer_schedule(n, spec.training.batch_size, steps)
-        if epochs * _per_epoch(spec, n * repeat) <= budget:
-            return _updated(spec, {"steps": steps})
-    raise ValueError(f"steps: a budget of {budget} steps is too small to plan a transfer run")
+def planned_steps(spec: Budgeted, n_train: int, num_classes: int | None = None) -> int:
+    """Optimiser steps `spec` will take on a training split of `n_train` samples, every
+    phase counted (the subset fields of `spec.dataset` are applied to `n_train`)."""
+    return spec.steps_on(train_size(spec.dataset, n_train, num_classes))
 
 
 def fit_to_budget(
-    spec: JobBase, budget_steps: int, n_train: int, num_classes: int | None = None
-) -> JobBase:
+    spec: Spec, budget_steps: int, n_train: int, num_classes: int | None = None
+) -> Spec:
     """A copy of `spec` whose epoch / step knobs make `planned_steps` as close to
     `budget_steps` as whole epochs allow, never above it. Raises ValueError naming the
     field when the budget cannot hold one epoch of every mandatory phase."""
     if budget_steps < 0:
         raise ValueError(f"budget: {budget_steps} steps; give a non-negative number")
-    n = train_size(spec.dataset, n_train, num_classes)
-    if spec.method == "compare_spectra":
-        return spec
-    if spec.method == "transfer" and getattr(spec, "steps", None) is not None:
-        return _fit_transfer_steps(spec, budget_steps, n)
-    per_epoch = _per_epoch(spec, n)
-    epochs = budget_steps // per_epoch
-    changes = _FITTERS.get(spec.method, _fit_epochs)(spec, epochs)
-    if changes["training.epochs"] < 1:
-        needed = _FIELD_NEEDED.get(spec.method, "training.epochs")
-        raise _too_small(budget_steps, per_epoch, needed)
-    fitted = _updated(spec, changes)
+    fitted = spec.fitted_to_steps(budget_steps, train_size(spec.dataset, n_train, num_classes))
     assert planned_steps(fitted, n_train, num_classes) <= budget_steps, "fitted over budget"
     return fitted

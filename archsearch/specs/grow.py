@@ -8,7 +8,7 @@ Torch-free: the API validates these specs without the engine.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -141,6 +141,7 @@ class GrowJob(JobBase):
     steps train the final widths with `training.schedule` (constant rate while growing).
     """
 
+    paper: ClassVar[str] = "Spotting expressivity bottlenecks and fixing them optimally"
     method: Literal["grow"] = "grow"
     training: TrainingSpec = GROW_TRAINING
     growth: GrowSpec = GrowSpec()
@@ -150,3 +151,16 @@ class GrowJob(JobBase):
 
     def referenced_jobs(self) -> list[str]:
         return [self.from_job] if self.from_job else []
+
+    def planned_epochs(self) -> int:
+        if self.growth.baseline:
+            raise ValueError(
+                "growth.baseline: the from-scratch baseline trains for the grown network's "
+                "wall clock, so its steps cannot be planned; set it to false for a step budget"
+            )
+        return int(self.training.epochs)  # growth steps take no optimiser step
+
+    def epochs_fitted(self, epochs: int) -> dict[str, Any]:
+        # The timed baseline cannot be planned in steps; a study compares against its own
+        # dense `train` arms instead.
+        return {"training.epochs": epochs, "growth.baseline": False}

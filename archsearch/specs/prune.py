@@ -7,10 +7,18 @@ the Laplacian spectra of section 5). Torch-free: the API validates these without
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
+from archsearch.specs.budget import (
+    IMP_PRUNE_FRACTION,
+    imp_schedule,
+    split_epochs,
+    steps_per_epoch,
+    transfer_schedule,
+    updated_spec,
+)
 from archsearch.specs.common import Frozen, TrainingSpec
 from archsearch.specs.families import ModelConfig
 from archsearch.specs.model_configs import MLPConfig
@@ -84,6 +92,12 @@ WEIGHT_FREE_DEFAULTS: dict[str, Any] = {
 class PruneJob(JobBase):
     """Learn a binary mask over a parent network's linear and conv weights."""
 
+    paper: ClassVar[str] = (
+        "Differentiable Architecture Pruning for Transfer Learning (two-temperature masks); "
+        "Disentangling Neural Architectures and Weights (weight-free masks)"
+    )
+    budget_knobs: ClassVar[str] = "training.epochs / finetune_epochs"
+
     method: Literal["prune"] = "prune"
     model: ModelConfig = MLPConfig()
     training: TrainingSpec = TrainingSpec(epochs=10)
@@ -149,12 +163,31 @@ class PruneJob(JobBase):
             raise ValueError("baselines are pruned to the same density: set 'density'")
         return self
 
+    def training_rounds(self) -> int:
+        """Mask training plus the IMP / magnitude baselines' rounds, each `training.epochs`."""
+        rounds = 1
+        if "imp" in self.baselines:
+            rounds += len(imp_schedule([self.density or 1.0], IMP_PRUNE_FRACTION))
+        if "magnitude" in self.baselines:
+            rounds += len(imp_schedule([self.density or 1.0], 1.0))
+        return rounds
+
+    def planned_epochs(self) -> int:
+        return int(self.training.epochs) * self.training_rounds() + int(self.finetune_epochs)
+
+    def epochs_fitted(self, epochs: int) -> dict[str, Any]:
+        rounds = self.training_rounds()
+        main, finetune = split_epochs(epochs, rounds, self.training.epochs, self.finetune_epochs)
+        return {"training.epochs": main, "finetune_epochs": finetune}
+
 
 TRANSFER_STEPS = 1000
 
 
 class TransferJob(JobBase):
     """Train a freshly initialised network with a prune job's architecture (Appendix A.2)."""
+
+    paper: ClassVar[str] = PruneJob.paper
 
     method: Literal["transfer"] = "transfer"
     # Optional only so that {"method": "transfer", "dataset": ...} parses like every job;
@@ -201,6 +234,22 @@ class TransferJob(JobBase):
     def referenced_jobs(self) -> list[str]:
         return [self.source_job] if self.source_job else []
 
+    def steps_on(self, n: int) -> int:
+        if self.steps is None:
+            return super().steps_on(n)
+        repeat, epochs = transfer_schedule(n, self.training.batch_size, self.steps)
+        return epochs * steps_per_epoch(n * repeat, self.training.batch_size)
+
+    def fitted_to_steps(self, budget: int, n: int) -> Self:
+        if self.steps is None:
+            return super().fitted_to_steps(budget, n)
+        # Rounding to whole epochs can overshoot `steps`: take the largest that does not.
+        for steps in range(min(budget, 1_000_000), 0, -1):
+            repeat, epochs = transfer_schedule(n, self.training.batch_size, steps)
+            if epochs * steps_per_epoch(n * repeat, self.training.batch_size) <= budget:
+                return updated_spec(self, {"steps": steps})
+        raise ValueError(f"steps: a budget of {budget} steps is too small to plan a transfer run")
+
     def missing_inputs(self) -> dict[str, str]:
         return (
             {}
@@ -211,6 +260,8 @@ class TransferJob(JobBase):
 
 class CompareSpectraJob(JobBase):
     """Compare the Laplacian spectra of several jobs in 2-D (PCA, as in Figure 5)."""
+
+    paper: ClassVar[str] = "Disentangling Neural Architectures and Weights (Laplacian spectra)"
 
     method: Literal["compare_spectra"] = "compare_spectra"
     jobs: tuple[str, ...] = Field(default=(), description="ids of finished prune jobs (2 or more)")
@@ -223,6 +274,12 @@ class CompareSpectraJob(JobBase):
 
     def missing_inputs(self) -> dict[str, str]:
         return {} if len(self.jobs) >= 2 else {"jobs": "the ids of 2 or more succeeded prune jobs"}
+
+    def planned_epochs(self) -> int:
+        return 0  # it trains nothing
+
+    def fitted_to_steps(self, budget: int, n: int) -> Self:
+        return self
 
 
 # The prune module owns the `prune`, `transfer` and `compare_spectra` methods.

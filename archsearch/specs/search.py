@@ -8,10 +8,11 @@ Defaults follow the paper's small-scale setting (SGD, momentum 0.9, lr 0.1, weig
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from archsearch.specs.budget import DENSE_FIRST, split_epochs
 from archsearch.specs.common import Frozen, OptimizerSpec, TrainingSpec
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 from archsearch.specs.train import JobBase
@@ -62,6 +63,8 @@ class SearchSpec(Frozen):
 
 
 class SearchJob(JobBase):
+    paper: ClassVar[str] = "Discovering Neural Wirings (Wortsman et al., 2019)"
+    budget_knobs: ClassVar[str] = "training.epochs / search.dense_epochs"
     method: Literal["search"] = "search"
     model: GraphModelConfig = NeuralGraphConfig()
     search: SearchSpec = SearchSpec()
@@ -70,3 +73,16 @@ class SearchJob(JobBase):
         batch_size=64,
         optimizer=OptimizerSpec(name="sgd", lr=0.1, momentum=0.9, weight_decay=1e-4),
     )
+
+    def planned_epochs(self) -> int:
+        epochs = int(self.training.epochs)
+        if self.search.strategy in DENSE_FIRST:  # the baseline's dense phase, then sparse
+            return epochs + int(self.search.dense_epochs or epochs)
+        return epochs
+
+    def epochs_fitted(self, epochs: int) -> dict[str, Any]:
+        if self.search.strategy not in DENSE_FIRST:
+            return {"training.epochs": epochs}
+        dense = self.search.dense_epochs or self.training.epochs
+        sparse, dense = split_epochs(epochs, 1, self.training.epochs, dense)
+        return {"training.epochs": sparse, "search.dense_epochs": dense or None}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
+from archsearch.specs.budget import budget_too_small, steps_per_epoch, updated_spec
 from archsearch.specs.common import (
     DatasetRef,
     Frozen,
@@ -18,7 +19,16 @@ from archsearch.specs.model_configs import MLPConfig
 
 
 class JobBase(Frozen):
-    """Fields every job has. Only `method` and `dataset` are required."""
+    """Fields every job has. Only `method` and `dataset` are required.
+
+    Each method's facts live on its class: the paper it implements (`paper`, shown in the
+    model card), the epochs its phases take (`planned_epochs`), how it is fitted to a step
+    budget (`epochs_fitted`, `budget_knobs`).
+    """
+
+    paper: ClassVar[str] = ""
+    # The fields a step budget sets, named when a budget cannot hold the mandatory phases.
+    budget_knobs: ClassVar[str] = "training.epochs"
 
     method: str  # each job type narrows it to its name, the union's discriminator
     dataset: DatasetRef
@@ -50,7 +60,29 @@ class JobBase(Frozen):
         """
         return {}
 
+    def planned_epochs(self) -> int:
+        """Epochs over the training set in all of this job's phases."""
+        return int(self.training.epochs)
+
+    def steps_on(self, n: int) -> int:
+        """Optimiser steps this job takes on `n` training samples, every phase counted."""
+        return self.planned_epochs() * steps_per_epoch(n, self.training.batch_size)
+
+    def epochs_fitted(self, epochs: int) -> dict[str, Any]:
+        """The knob changes ({"a.b": value}) that make every phase fit in `epochs` epochs."""
+        return {"training.epochs": epochs}
+
+    def fitted_to_steps(self, budget: int, n: int) -> Self:
+        """A copy spending at most `budget` steps on `n` samples, as close to it as whole
+        epochs allow; raises ValueError naming `budget_knobs` when one epoch does not fit."""
+        per_epoch = steps_per_epoch(n, self.training.batch_size)
+        changes = self.epochs_fitted(budget // per_epoch)
+        if changes["training.epochs"] < 1:
+            raise budget_too_small(budget, per_epoch, self.budget_knobs)
+        return updated_spec(self, changes)
+
 
 class TrainJob(JobBase):
+    paper: ClassVar[str] = "dense baseline (no architecture learning)"
     method: Literal["train"] = "train"
     model: ModelConfig = MLPConfig()

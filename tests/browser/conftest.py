@@ -29,6 +29,10 @@ from tests.service.conftest import (  # noqa: F401 (fixtures, found by name)
 from tests.service.procs import REDIS_URL
 
 CHROMIUM = Path("/usr/bin/chromium")
+# How long a wait for a page event (a job's end, a study's end) may take before the test
+# calls it a hang. Waits end on the event itself; this bound only has to outlast a loaded
+# machine, so it is generous.
+EVENT_TIMEOUT_MS = 300_000
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import ConsoleErrors, sign_in
+from tests.browser.conftest import EVENT_TIMEOUT_MS, ConsoleErrors, sign_in
 from tests.service.conftest import Accounts
 
 pytestmark = [pytest.mark.service, pytest.mark.browser]
@@ -55,7 +55,7 @@ def test_a_study_page_follows_the_study_to_its_table_plot_and_artifacts(
     expect(alice.locator("#arms tbody tr")).to_have_count(2)
     expect(alice.locator("#study-jobs tbody tr")).to_have_count(2)
 
-    expect(alice.locator("#status")).to_have_text("finished", timeout=45_000)
+    expect(alice.locator("#status")).to_have_text("finished", timeout=EVENT_TIMEOUT_MS)
     assert alice.evaluate("window.__notReloaded") is True  # reached its end live
     expect(alice.locator('#counts [data-status="succeeded"]')).to_have_text("2 succeeded")
     expect(alice.locator('#study-jobs tr[data-status="succeeded"]')).to_have_count(2)
@@ -71,7 +71,7 @@ def test_a_study_page_follows_the_study_to_its_table_plot_and_artifacts(
     assert alice.locator("#arms tr.on-front").count() >= 1
     expect(alice.locator("#pareto-plot polyline.front-line")).to_have_count(1)
     expect(alice.locator('#study-artifacts li[data-name="results.csv"] a')).to_be_visible(
-        timeout=30_000
+        timeout=EVENT_TIMEOUT_MS
     )
     image = alice.locator("#pareto-png img")
     expect(image).to_be_visible()
@@ -100,10 +100,10 @@ def test_a_study_is_cancelled_from_its_page_and_hidden_from_another_team(
     alice.goto(f"{api_url}/studies/{study_id}")
     expect(alice.locator("#status")).to_have_text("running")
     alice.click("#cancel")
-    expect(alice.locator("#status")).to_have_text("cancelled", timeout=45_000)
+    expect(alice.locator("#status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     expect(alice.locator("#cancel")).to_be_hidden()
     expect(alice.locator('#study-jobs tr[data-status="cancelled"]')).to_have_count(
-        2, timeout=30_000
+        2, timeout=EVENT_TIMEOUT_MS
     )
     alice.reload()
     expect(alice.locator('#counts [data-status="cancelled"]')).to_have_text("2 cancelled")

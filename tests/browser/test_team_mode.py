@@ -9,7 +9,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts.service import revoke_token
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import EVENT_TIMEOUT_MS, sign_in
 from tests.browser.test_dashboard import FAST, submit
 from tests.service.conftest import Accounts
 
@@ -84,7 +84,7 @@ def test_forged_and_header_less_writes_are_refused(
     # The page's own request carries the token and is accepted.
     alice.goto(f"{api_url}/jobs/{job_id}")
     alice.click("#cancel")
-    expect(alice.locator("#status")).to_have_text("cancelled", timeout=60_000)
+    expect(alice.locator("#status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
 
 
 def test_a_revoked_token_ends_the_session(

@@ -286,6 +286,7 @@ def test_a_delete_waits_for_a_submit_in_flight_and_then_sees_its_job(
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
+    from archsearch.jobs.domain.datasets import catalog
     from archsearch.jobs.domain.datasets import service as uploads
     from archsearch.jobs.domain.errors import DatasetInUse
     from archsearch.jobs.domain.jobs import repository as job_repository
@@ -297,9 +298,8 @@ def test_a_delete_waits_for_a_submit_in_flight_and_then_sees_its_job(
     settings = Settings(artifact_root=Path(service_env["ARCHSEARCH_ARTIFACT_ROOT"]))
     spec = parse_job_spec({"method": "train", "dataset": {"id": dataset.id}})
     with sessions() as submitting, sessions() as deleting:
-        assert uploads.input_shape_for_job(submitting, dataset.id) == (
-            3,
-        )  # validated, not committed
+        facts = catalog.resolve(submitting, settings, spec.dataset, hold=True)
+        assert facts.input_shape == (3,)  # validated, not committed
         deleting.execute(text("SET LOCAL lock_timeout = '300ms'"))
         with pytest.raises(OperationalError, match="lock timeout"):
             uploads.delete_dataset(deleting, settings, dataset.id)

@@ -8,36 +8,31 @@ as a `FileResponse`, an S3 object is streamed from ranged GETs (`api/ranges.py`)
 answers the headers a GET would, without a body (and without a redirect: a presigned URL
 is signed for GET).
 
-A local file's row is remembered for a few seconds (`RecentArtifacts`), so a client that
-reads one file in many ranges pays one database lookup rather than one per range: the
-lookup (two queries) made a small download cost about 3x a bare `FileResponse` of the same
-file (bench/service.py). The file's stat is taken once, in the loop, and handed to
+A local file's row is remembered for a few seconds (`served_files.RecentArtifacts`), so a
+client that reads one file in many ranges pays one database lookup rather than one per
+range: the lookup (two queries) made a small download cost about 3x a bare `FileResponse`
+of the same file (bench/service.py). The file's stat is taken once, in the loop, and handed to
 `FileResponse`, which reads 1 MiB at a time instead of Starlette's 64 KiB.
 """
 
 from __future__ import annotations
 
-import base64
 import os
-import stat
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
-from cachetools import TTLCache
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.concurrency import run_in_threadpool
 
-from archsearch.api.auth import TOKEN_CACHE_SECONDS, CurrentUser
-from archsearch.api.deps import ReadSessionDep, ServicesDep
+from archsearch.api.auth import CurrentUser
+from archsearch.api.deps import ReadSessionDep, ServicesDep, app_state
 from archsearch.api.params import JobId
 from archsearch.api.ranges import stream_object
+from archsearch.api.served_files import Served, regular_file
 from archsearch.jobs.domain.accounts.service import Principal
-from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.jobs import repository
-from archsearch.jobs.domain.tables import Artifact
 from archsearch.jobs.platform.objects import CHUNK
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
@@ -51,76 +46,6 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     307: {"description": "presigned URL (GET only)"},
     416: {"model": ErrorBody, "description": "a range outside the file"},
 }
-
-
-@dataclass(frozen=True)
-class Served:
-    """What a download needs of an artifact row, detached from any session."""
-
-    job_id: uuid.UUID
-    name: str
-    media_type: str
-    sha256: str
-
-    @classmethod
-    def of(cls, artifact: Artifact) -> Served:
-        return cls(artifact.job_id, artifact.name, artifact.media_type, artifact.sha256)
-
-    def headers(self) -> dict[str, str]:
-        digest = base64.b64encode(bytes.fromhex(self.sha256)).decode()
-        return {"X-Content-SHA256": self.sha256, "Repr-Digest": f"sha-256=:{digest}:"}
-
-    def missing(self) -> NotFound:
-        return NotFound(
-            f"artifact {self.name!r} of job {self.job_id} is recorded but its file is missing"
-        )
-
-
-def _regular_file(path: os.PathLike[str]) -> os.stat_result | None:
-    """The file's stat (a local syscall: cheaper in the loop than a thread hop), or None."""
-    try:
-        found = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return found if stat.S_ISREG(found.st_mode) else None
-
-
-def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
-    # Every write renames a new file into place (objects/local.py): a rewritten artifact
-    # has a new inode, so its old row can never be served with the new bytes.
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
-
-
-class RecentArtifacts:
-    """Rows of local files served in the last `seconds`, per (job, name, caller's team).
-
-    A hit is used only while the file is the very one stat'ed when the row was read; a
-    deleted or rewritten file goes back to the database. Like a cached token, a deleted
-    job's file stops being served within `seconds` even if the file lingers."""
-
-    def __init__(self, seconds: float = TOKEN_CACHE_SECONDS, size: int = 10_000) -> None:
-        self._rows: TTLCache[tuple[Any, ...], tuple[Served, tuple[int, ...]]] = TTLCache(
-            maxsize=size, ttl=seconds
-        )
-
-    def get(
-        self, job_id: uuid.UUID, name: str, team: uuid.UUID | None, store: ArtifactStore
-    ) -> tuple[Served, os.PathLike[str], os.stat_result] | None:
-        entry = self._rows.get((job_id, name, team))
-        if entry is None:
-            return None
-        served, identity = entry
-        path = store.objects.local_path(store.artifact_key(job_id, served.name))
-        found = None if path is None else _regular_file(path)
-        if path is None or found is None or _identity(found) != identity:
-            return None
-        return served, path, found
-
-    def put(self, served: Served, team: uuid.UUID | None, info: os.stat_result) -> None:
-        self._rows[(served.job_id, served.name, team)] = (served, _identity(info))
-
-
-_recent = RecentArtifacts()
 
 
 @router.get("", response_model=ArtifactsPublic)
@@ -153,7 +78,8 @@ async def _answer(
 ) -> Response:
     team, range_header = principal.team_filter, request.headers.get("range")
     store, settings = services.store, services.settings
-    local = _recent.get(job_id, name, team, store)
+    recent = app_state(request).recent_artifacts
+    local = recent.get(job_id, name, team, store)
     if local is not None:
         return _local_file(*local, request, store, range_header)
     # The read session of deps.get_read_session, opened only when the row is not at hand.
@@ -163,10 +89,10 @@ async def _answer(
     key = store.artifact_key(job_id, artifact.name)
     path = store.objects.local_path(key)
     if path is not None:
-        found_file = _regular_file(path)
+        found_file = regular_file(path)
         if found_file is None:
             raise artifact.missing()
-        _recent.put(artifact, team, found_file)
+        recent.put(artifact, team, found_file)
         return _local_file(artifact, path, found_file, request, store, range_header)
     return await _from_bucket(artifact, key, request, store, settings, range_header)
 

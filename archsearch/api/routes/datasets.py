@@ -15,24 +15,18 @@ the checked dataset (201), or its error, with no state to poll.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 
 from archsearch.api.auth import CurrentUser
-from archsearch.api.deps import SessionDep, SettingsDep
+from archsearch.api.deps import SessionDep, SettingsDep, app_state
 from archsearch.api.presenters import builtin_dataset, uploaded_dataset, uploaded_summary
 from archsearch.api.storable import require_storable
-from archsearch.core.data.catalog import available_datasets
+from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.datasets import service as uploads
 from archsearch.jobs.domain.datasets.options import UploadOptions
-from archsearch.jobs.domain.datasets.tables import UploadedDataset
-from archsearch.jobs.domain.errors import Busy
-from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.datasets import DatasetsPublic, UploadedDatasetPublic
 from archsearch.schemas.errors import ErrorBody
 
@@ -43,26 +37,13 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 # went from 88 ms idle to 399-455 ms during a 32 MiB csv; with 0.5 ms it stays near the idle
 # figure (bench/upload.py). `create_app` sets it for the API process, never at import.
 GIL_SWITCH_INTERVAL = 0.0005
-_validation_executors: dict[int, ThreadPoolExecutor] = {}
-# Uploads being validated or waiting to be, in this process. Only the event loop's thread
-# touches it (the route is async), so a plain counter needs no lock.
-_uploads_in_flight = 0
-
-
-def validation_executor(settings: Settings) -> ThreadPoolExecutor:
-    """The process's bounded executor of uploads: `upload_concurrent_validations` threads;
-    further uploads wait in its queue (their files are on disk, not in memory)."""
-    size = settings.upload_concurrent_validations
-    if size not in _validation_executors:
-        _validation_executors[size] = ThreadPoolExecutor(size, "upload-validation")
-    return _validation_executors[size]
 
 
 @router.get("", response_model=DatasetsPublic)
 def list_datasets(
     settings: SettingsDep, session: SessionDep, principal: CurrentUser
 ) -> DatasetsPublic:
-    builtins = [builtin_dataset(info) for info in available_datasets(settings.data_dirs)]
+    builtins = [builtin_dataset(info) for info in catalog.built_in(settings)]
     uploaded = [uploaded_summary(d) for d in uploads.list_datasets(session, principal)]
     return DatasetsPublic(data=builtins + uploaded)
 
@@ -83,6 +64,7 @@ async def upload_dataset(
     ],
     session: SessionDep,
     settings: SettingsDep,
+    request: Request,
     response: Response,
     principal: CurrentUser,
     name: Annotated[str | None, Form(max_length=200)] = None,
@@ -107,31 +89,10 @@ async def upload_dataset(
         options,
         principal,
     )
-    dataset, created = await _validate_in_turn(settings, upload)
+    dataset, created = await app_state(request).upload_slots.validate(upload)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     response.headers["Location"] = f"/v1/datasets/{dataset.id}"
     return uploaded_dataset(dataset)
-
-
-async def _validate_in_turn(
-    settings: Settings, upload: Callable[[], tuple[UploadedDataset, bool]]
-) -> tuple[UploadedDataset, bool]:
-    """Run one upload on the bounded executor; refuse it at once (503) when the slots and
-    the waiting line are full, so no request waits without bound."""
-    global _uploads_in_flight
-    capacity = settings.upload_concurrent_validations + settings.upload_max_waiting
-    if _uploads_in_flight >= capacity:
-        raise Busy(
-            f"{_uploads_in_flight} uploads are being validated or waiting "
-            f"(ARCHSEARCH_UPLOAD_CONCURRENT_VALIDATIONS + ARCHSEARCH_UPLOAD_MAX_WAITING = "
-            f"{capacity}); retry after the Retry-After seconds"
-        )
-    _uploads_in_flight += 1
-    try:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(validation_executor(settings), upload)
-    finally:
-        _uploads_in_flight -= 1
 
 
 @router.get("/{dataset_id}", response_model=UploadedDatasetPublic)

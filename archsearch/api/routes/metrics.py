@@ -7,19 +7,21 @@ API listens on localhost for its one user and the endpoint is open like every ot
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from archsearch.api.auth import CurrentUser
+from archsearch.api.deps import app_state
 from archsearch.jobs.domain.errors import Forbidden
 
 router = APIRouter(tags=["metrics"])
 
 
 @router.get("/metrics", response_class=Response)
-def read_metrics(request: Request, principal: CurrentUser) -> Response:
+def read_prometheus_metrics(request: Request, principal: CurrentUser) -> Response:
     # A sync handler: the database reads of the collector run in the thread pool.
     if not principal.is_admin:
         raise Forbidden("GET /metrics needs an admin token: its figures span every team")
     principal.require("admin")
-    registry: CollectorRegistry = request.app.state.metrics_registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(
+        generate_latest(app_state(request).metrics_registry), media_type=CONTENT_TYPE_LATEST
+    )

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from archsearch.api.auth import CurrentUser
-from archsearch.api.broadcast import Broadcaster
-from archsearch.api.deps import ServicesDep
+from archsearch.api.deps import BroadcasterDep, ServicesDep
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.api.streaming import sse_frame
@@ -35,13 +34,6 @@ STREAM_RESPONSES: dict[int | str, dict[str, object]] = {
     200: {"content": {EVENT_STREAM: {}}, "description": "a stream of Server-Sent Events"}
 }
 POSITION_HELP = "resume after this event id (`<metric seq>-<event id>`, as sent in `id:`)"
-
-
-async def get_broadcaster(request: Request) -> Broadcaster:
-    return request.app.state.broadcaster  # type: ignore[no-any-return]
-
-
-BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 
 
 @router.get("/stream", response_class=StreamingResponse, responses=STREAM_RESPONSES)

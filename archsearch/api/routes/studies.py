@@ -78,7 +78,7 @@ def cancel_study(study_id: StudyId, session: SessionDep, principal: CurrentUser)
 
 
 @router.get("/{study_id}/artifacts", response_model=list[str])
-async def list_artifacts(
+async def list_study_artifacts(
     study_id: StudyId, session: ReadSessionDep, principal: CurrentUser
 ) -> list[str]:
     detail = await session.run_sync(summary.read_study, study_id, principal.team_filter)
@@ -86,7 +86,7 @@ async def list_artifacts(
 
 
 @router.get("/{study_id}/artifacts/{name}", response_class=Response)
-async def download_artifact(
+async def download_study_artifact(
     study_id: StudyId, name: str, session: ReadSessionDep, store: StoreDep, principal: CurrentUser
 ) -> Response:
     study = await session.run_sync(get_study, study_id, team_id=principal.team_filter)

@@ -20,15 +20,18 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from archsearch.api.deps import app_state
 from archsearch.api.presenters import job_with_queue_state
+from archsearch.api.signing import WebSession, new_session
 from archsearch.api.web import session as web_session
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies import summary as studies_summary
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.services import Services
+from archsearch.schemas.jobs import PRIORITY_LEVELS, TERMINAL_STATUSES, JobStatus
 from archsearch.specs import METHOD_NAMES, job_spec_adapter
 
 HERE = Path(__file__).parent
@@ -52,23 +55,43 @@ def mount(app: FastAPI) -> None:
 
 
 def _services(request: Request) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+    return app_state(request).services
 
 
-def viewer(request: Request) -> tuple[Principal, web_session.WebSession | None] | None:
+def viewer(request: Request) -> tuple[Principal, WebSession | None] | None:
     """Who looks at the page: the local user when embedded, the session's user in team
-    mode, or None (sign in first)."""
-    services = _services(request)
-    if not services.settings.tokens_required:
+    mode, or None (sign in first). Looked up once per request, through the API's cache of
+    verified principals."""
+    if not hasattr(request.state, "viewer"):
+        request.state.viewer = _look_up_viewer(request)
+    seen: tuple[Principal, WebSession | None] | None = request.state.viewer
+    return seen
+
+
+def _look_up_viewer(request: Request) -> tuple[Principal, WebSession | None] | None:
+    state = app_state(request)
+    if not state.services.settings.tokens_required:
         return LOCAL_USER, None
     web = web_session.session_of(request)
     if web is None:
         return None
-    with services.sessions() as session:
+    if (cached := state.token_cache.get(web.principal_key)) is not None:
+        return cached, web
+    with state.services.sessions() as session:
         try:
-            return web_session.principal_for_session(session, web), web
+            principal = web_session.principal_for_session(session, web)
         except Unauthenticated:
             return None
+    state.token_cache[web.principal_key] = principal
+    return principal, web
+
+
+# The wire's words, handed to every page so its scripts never spell them again.
+VOCABULARY = {
+    "statuses": [status.value for status in JobStatus],
+    "terminal": sorted(status.value for status in TERMINAL_STATUSES),
+    "priorities": dict(PRIORITY_LEVELS),
+}
 
 
 def render(
@@ -77,6 +100,7 @@ def render(
     seen = viewer(request)
     principal, web = seen if seen is not None else (None, None)
     base = {
+        "vocabulary": VOCABULARY,
         "page": page,
         "principal": principal,
         "team_mode": _services(request).settings.tokens_required,
@@ -201,10 +225,10 @@ def sign_in(
         context = {"next": safe_next(next), "error": str(exc)}
         return render(request, "signin.html", "signin", context, status=401)
     response = RedirectResponse(safe_next(next), status_code=303)
-    signer: web_session.SessionSigner = request.app.state.session_signer
+    signer = app_state(request).session_signer
     response.set_cookie(
         web_session.COOKIE,
-        signer.dumps(web_session.new_session(token)),
+        signer.dumps(new_session(token)),
         max_age=signer.max_age,
         httponly=True,
         secure=request.url.scheme == "https",

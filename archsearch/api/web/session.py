@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import hmac
 import logging
-import secrets
-from dataclasses import dataclass
 
-from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 from starlette.requests import HTTPConnection
 
+from archsearch.api.deps import app_state
+from archsearch.api.signing import WebSession
 from archsearch.jobs.domain.accounts.service import Principal, principal_for_digest
-from archsearch.jobs.domain.accounts.tokens import token_digest
 from archsearch.jobs.domain.errors import Forbidden
-from archsearch.jobs.platform.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -35,48 +32,9 @@ CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-@dataclass(frozen=True)
-class WebSession:
-    token_digest: str
-    csrf: str
-
-
-def new_session(token: str) -> WebSession:
-    return WebSession(token_digest(token.strip()), secrets.token_urlsafe(24))
-
-
-class SessionSigner:
-    """Signs and checks session cookies; one per API process."""
-
-    def __init__(self, settings: Settings) -> None:
-        if settings.session_secret is not None:
-            secret = settings.session_secret.get_secret_value()
-        else:
-            # Sessions then end when this process restarts, and a second API process
-            # would not accept this one's cookies: deployments set ARCHSEARCH_SESSION_SECRET.
-            secret = secrets.token_urlsafe(32)
-            if settings.tokens_required:
-                log.warning(
-                    "ARCHSEARCH_SESSION_SECRET is unset; dashboard sessions are per process"
-                )
-        self._serializer = URLSafeTimedSerializer(secret, salt="archsearch.web-session")
-        self.max_age = settings.session_max_age_seconds
-
-    def dumps(self, session: WebSession) -> str:
-        return self._serializer.dumps([session.token_digest, session.csrf])
-
-    def loads(self, value: str) -> WebSession | None:
-        """The session, or None when the cookie is forged, altered or older than max_age."""
-        try:
-            digest, csrf = self._serializer.loads(value, max_age=self.max_age)
-        except (BadSignature, ValueError, TypeError):
-            return None
-        return WebSession(str(digest), str(csrf))
-
-
 def session_of(connection: HTTPConnection) -> WebSession | None:
     cookie = connection.cookies.get(COOKIE)
-    signer: SessionSigner = connection.app.state.session_signer
+    signer = app_state(connection).session_signer
     return signer.loads(cookie) if cookie else None
 
 

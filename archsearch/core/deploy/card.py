@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PAPERS = {
-    "train": "dense baseline (no architecture learning)",
-    "prune": "Differentiable Architecture Pruning for Transfer Learning (two-temperature masks); "
-    "Disentangling Neural Architectures and Weights (weight-free masks)",
-    "search": "Discovering Neural Wirings (Wortsman et al., 2019)",
-    "grow": "Spotting expressivity bottlenecks and fixing them optimally",
-}
+from archsearch.specs import JOB_TYPES
+
+
+def _paper_of(method: str) -> str:
+    by_method = {t.model_fields["method"].default: t.paper for t in JOB_TYPES}
+    return by_method.get(method, "")
 
 
 def _ms(seconds: float | None) -> str:
@@ -44,7 +43,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
     lines = [
         f"# Model card: {d['model']} trained by `{d['method']}` on `{d['dataset']}`",
         "",
-        f"- Method: `{d['method']}`, {PAPERS.get(d['method'], '')}",
+        f"- Method: `{d['method']}`, {_paper_of(d['method'])}",
         f"- Dataset: `{d['dataset']}`; classes: {', '.join(pre['class_names']) or '-'}",
         f"- Seed: {d['seed']}",
         f"- Test accuracy of the deployed model: {d['test_accuracy']:.4f}",

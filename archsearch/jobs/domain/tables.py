@@ -8,7 +8,6 @@ room reads them (a dataset in use, a study's trials, a job's log): a room that i
 
 from __future__ import annotations
 
-import enum
 import uuid
 from datetime import datetime
 from typing import Any
@@ -30,21 +29,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from archsearch.jobs.domain.base import Base, BigId, Timestamp, utcnow
+from archsearch.schemas.jobs import TERMINAL_STATUSES, JobStatus
 
-
-class JobStatus(enum.StrEnum):
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+__all__ = ["TERMINAL_STATUSES", "JobStatus"]  # defined once, on the wire; the ORM stores it
 
 
 class Job(Base):

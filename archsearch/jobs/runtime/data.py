@@ -26,14 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from archsearch.core.data.catalog import DatasetInfo, require_available
+from archsearch.core.data.catalog import DatasetInfo
 from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset, dataset_version, load_full, training_subset
 from archsearch.core.data.uploaded import uploaded_dataset, uploaded_info
-from archsearch.jobs.domain.datasets import repository as dataset_repository
+from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.datasets.service import dataset_store
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
-from archsearch.jobs.domain.errors import UnknownUploadedDataset
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 from archsearch.specs import DatasetRef, JobBase
@@ -116,7 +115,7 @@ def load_job_dataset(services: Services, spec: JobBase) -> Dataset:
         assert ref.name is not None, "a dataset ref names a built-in or an upload"
         name, dirs = ref.name, settings.data_dirs
         key = f"{name}-{dataset_version(name, dirs)}"
-        full = cache.get(key, require_available(name, dirs), lambda: load_full(name, dirs))
+        full = cache.get(key, catalog.built_in_info(settings, name), lambda: load_full(name, dirs))
         return training_subset(full, ref, seed=spec.training.seed)
     row = _upload_row(services, ref.id)
     info = _upload_info(row)
@@ -127,11 +126,7 @@ def load_job_dataset(services: Services, spec: JobBase) -> Dataset:
 
 def _upload_row(services: Services, dataset_id: str) -> UploadedDataset:
     with transaction(services.sessions) as session:
-        row = dataset_repository.find_dataset(session, dataset_id)
-        if row is None:
-            raise UnknownUploadedDataset(
-                f"uploaded dataset {dataset_id!r} no longer exists; upload it again"
-            )
+        row = catalog.uploaded(session, dataset_id)
         session.expunge(row)  # read after the session closes
         return row
 

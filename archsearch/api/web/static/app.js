@@ -4,6 +4,11 @@
 
 window.AS = (() => {
   const csrf = document.querySelector('meta[name="csrf-token"]')?.content || "";
+  // The API's words (statuses, the terminal ones, priority levels), handed over by the page.
+  const vocabulary = JSON.parse(document.getElementById("vocabulary").textContent);
+  const ended = (status) => vocabulary.terminal.includes(status);
+  const priorityName = (level) =>
+    Object.keys(vocabulary.priorities).find((name) => vocabulary.priorities[name] === level) ?? String(level);
 
   class ApiError extends Error {
     constructor(status, body) {
@@ -153,5 +158,5 @@ window.AS = (() => {
     return new uPlot(options, data, container);
   }
 
-  return { api, ApiError, el, showError, num, bytes, when, badge, datasetOf, shortId, follow, every, lineChart, csrf };
+  return { api, ApiError, el, showError, num, bytes, when, badge, datasetOf, shortId, follow, every, lineChart, csrf, vocabulary, ended, priorityName };
 })();

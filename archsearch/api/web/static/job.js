@@ -27,7 +27,7 @@
     const status = document.getElementById("status");
     status.className = `badge ${job.status}`;
     status.textContent = job.status;
-    document.getElementById("cancel").hidden = !["queued", "running"].includes(job.status) || job.cancel_requested;
+    document.getElementById("cancel").hidden = AS.ended(job.status) || job.cancel_requested;
     showProgress(job.step, job.total_steps);
     const facts = [
       fact("method", job.method),
@@ -204,7 +204,7 @@
   async function refresh() {
     showJob(await api(`/v1/jobs/${id}`));
     await Promise.all([loadMetrics(), loadEvents()]);
-    if (["succeeded", "failed", "cancelled"].includes(job.status)) await loadArtifacts();
+    if (AS.ended(job.status)) await loadArtifacts();
   }
 
   function live() {
@@ -217,7 +217,7 @@
     }, () => {
       const stop = every(1500, async () => {
         await refresh();
-        if (["succeeded", "failed", "cancelled"].includes(job.status)) stop();
+        if (AS.ended(job.status)) stop();
       });
       return stop;
     });
@@ -242,5 +242,5 @@
 
   showJob(job);
   Promise.all([loadMetrics(), loadEvents(), loadArtifacts()]).catch((e) => showError(document.getElementById("action-error"), e));
-  if (!["succeeded", "failed", "cancelled"].includes(job.status)) live();
+  if (!AS.ended(job.status)) live();
 })();

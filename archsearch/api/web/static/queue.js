@@ -4,7 +4,6 @@
 (() => {
   const { api, el, showError, shortId, follow, every } = AS;
   const jobLink = (id) => el("a", { href: `/jobs/${id}`, class: "mono", text: shortId(id) });
-  const PRIORITY = { "-10": "low", 0: "normal", 10: "high", 20: "urgent" };
 
   // A table with no rows says so, in one cell across it.
   function fill(id, rows, empty) {
@@ -18,7 +17,7 @@
       const q = await api("/v1/queue");
       fill("waiting", q.waiting.map((j) => el("tr", { "data-id": j.id },
         el("td", { class: "num", text: j.queue_position ?? "–" }), el("td", {}, jobLink(j.id)),
-        el("td", { text: j.method }), el("td", { text: PRIORITY[j.priority] || String(j.priority) }),
+        el("td", { text: j.method }), el("td", { text: AS.priorityName(j.priority) }),
         el("td", { text: j.device }), el("td", { text: j.pending_reason || "" }))), "No job waits.");
       fill("running", q.running.map((j) => el("tr", { "data-id": j.id },
         el("td", {}, jobLink(j.id)), el("td", { text: j.method }),

@@ -9,7 +9,6 @@
   const jobs = new Map(JSON.parse(document.getElementById("initial-jobs").textContent).map((j) => [j.id, j]));
   const id = study.id;
   const COLORS = ["#2459c8", "#c2410c", "#15803d", "#7c3aed", "#b91c1c", "#0e7490", "#a16207", "#be185d"];
-  const DONE = ["succeeded", "failed", "cancelled"];
   const errorBox = document.getElementById("action-error");
 
   const colorOf = (label) => COLORS[Math.max(0, study.arms.findIndex((a) => a.label === label)) % COLORS.length];
@@ -147,7 +146,7 @@
   // Jobs still open get their status by polling when no stream can be opened.
   async function pollJobs() {
     for (const job of jobs.values()) {
-      if (!DONE.includes(job.status)) onJob(await api(`/v1/jobs/${job.id}`));
+      if (!AS.ended(job.status)) onJob(await api(`/v1/jobs/${job.id}`));
     }
   }
 
@@ -161,7 +160,7 @@
 
   show();
   if (!ended() || !study.artifacts.length) poll();
-  if ([...jobs.values()].some((job) => !DONE.includes(job.status))) {
+  if ([...jobs.values()].some((job) => !AS.ended(job.status))) {
     follow("/v1/jobs/stream", { job: onJob }, () => every(3000, pollJobs));
   }
 })();

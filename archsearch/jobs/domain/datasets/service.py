@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,7 +27,6 @@ from archsearch.jobs.domain.datasets.validate import ValidDataset, validate
 from archsearch.jobs.domain.errors import (
     DatasetInUse,
     PreviewUnavailable,
-    UnknownUploadedDataset,
 )
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import StoredFile
@@ -179,29 +177,3 @@ def delete_dataset(
     repository.delete_dataset(session, dataset)
     session.commit()
     dataset_store(settings).delete(dataset_id)
-
-
-def input_shape_for_job(
-    session: Session, dataset_id: str, team_id: uuid.UUID | None = None
-) -> tuple[int, ...]:
-    """At submit time: the shape a model must accept. The row stays locked (shared) until the
-    job is committed, so a concurrent delete either waits and sees the job, or wins first."""
-    dataset = repository.find_dataset(session, dataset_id, lock="share", team_id=team_id)
-    if dataset is None:
-        raise UnknownUploadedDataset(
-            f"no uploaded dataset {dataset_id!r}; upload one with POST /v1/datasets "
-            "or list them with GET /v1/datasets"
-        )
-    return tuple(dataset.input_shape)
-
-
-def arrays_for_job(
-    session: Session, settings: Settings, dataset_id: str
-) -> tuple[UploadedDataset, dict[str, np.ndarray]]:
-    """At run time: the row (statistics) and the stored arrays."""
-    dataset = repository.find_dataset(session, dataset_id)
-    if dataset is None:
-        raise UnknownUploadedDataset(
-            f"uploaded dataset {dataset_id!r} no longer exists; upload it again"
-        )
-    return dataset, dataset_store(settings).load(dataset_id)

@@ -16,16 +16,18 @@ from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
-from archsearch.schemas.jobs import TAG_PATTERN
+from archsearch.schemas.jobs import (
+    ADMIN_ONLY_PRIORITY_LEVEL,
+    PRIORITY_LEVELS,
+    TAG_PATTERN,
+    Priority,
+)
 from archsearch.specs import JobBase
 
-PRIORITIES = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
-ADMIN_ONLY_PRIORITY = PRIORITIES["urgent"]
 
-
-def placement_for(spec: JobBase, principal: Principal, priority: str) -> Placement:
-    level = PRIORITIES[priority]
-    if level >= ADMIN_ONLY_PRIORITY and not principal.is_admin:
+def placement_for(spec: JobBase, principal: Principal, priority: Priority) -> Placement:
+    level = PRIORITY_LEVELS[priority]
+    if level >= ADMIN_ONLY_PRIORITY_LEVEL and not principal.is_admin:
         raise Forbidden(f"priority {priority!r} is for admins; use low, normal or high")
     resources = spec.resources
     return Placement(
@@ -44,7 +46,7 @@ def submit_job(
     enqueuer: Enqueuer,
     spec: JobBase,
     principal: Principal,
-    priority: str = "normal",
+    priority: Priority = "normal",
     tags: Sequence[str] = (),
 ) -> Job:
     """Validate, store as `queued`, commit, and only then wake a worker."""
@@ -99,7 +101,9 @@ def cancel_job(session: Session, job_id: uuid.UUID, principal: Principal) -> Job
     return job
 
 
-def set_priority(session: Session, job_id: uuid.UUID, priority: str, principal: Principal) -> Job:
+def set_priority(
+    session: Session, job_id: uuid.UUID, priority: Priority, principal: Principal
+) -> Job:
     """Admins may reorder any job that has not finished (409 once it has: the priority of
     a finished job orders nothing, and its record stays as it ran)."""
     principal.require("admin")
@@ -109,6 +113,6 @@ def set_priority(session: Session, job_id: uuid.UUID, priority: str, principal: 
             f"job {job.id} is {JobStatus(job.status).value}; only a queued or running job "
             "can change its priority"
         )
-    job.priority = PRIORITIES[priority]
+    job.priority = PRIORITY_LEVELS[priority]
     session.commit()
     return job

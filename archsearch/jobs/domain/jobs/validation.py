@@ -10,9 +10,8 @@ import uuid
 
 from sqlalchemy.orm import Session
 
-from archsearch.core.data.catalog import require_available
 from archsearch.core.errors import IncompatibleModelError, UserError
-from archsearch.jobs.domain.datasets import service as uploads
+from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import JobStatus
@@ -29,11 +28,7 @@ def dataset_input_shape(
 ) -> tuple[int, ...]:
     """The input shape of the job's dataset; raises a UserError naming the field if unusable.
     With `team_id`, only that team's uploads are found."""
-    ref = spec.dataset
-    if ref.id is not None:
-        return uploads.input_shape_for_job(session, ref.id, team_id)
-    assert ref.name is not None, "DatasetRef holds exactly one of name and id"
-    return require_available(ref.name, settings.data_dirs).input_shape
+    return catalog.resolve(session, settings, spec.dataset, team_id, hold=True).input_shape
 
 
 def check_model_fits(spec: JobBase, input_shape: tuple[int, ...]) -> None:

@@ -15,15 +15,15 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from archsearch.core.data.catalog import require_available
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.base import utcnow
-from archsearch.jobs.domain.datasets import repository as datasets_repository
-from archsearch.jobs.domain.errors import QueueUnavailable
+from archsearch.jobs.domain.datasets import catalog
+from archsearch.jobs.domain.datasets.catalog import DatasetFacts
+from archsearch.jobs.domain.errors import QueueUnavailable, UnknownUploadedDataset
 from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.jobs.repository import Placement
-from archsearch.jobs.domain.jobs.service import PRIORITIES, placement_for
+from archsearch.jobs.domain.jobs.service import placement_for
 from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.studies import adaptive, expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
@@ -32,15 +32,9 @@ from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import PRIORITY_LEVELS
 from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
 from archsearch.specs import DatasetRef
-
-
-@dataclass(frozen=True)
-class DatasetFacts:
-    n_train: int
-    n_classes: int
-    input_shape: tuple[int, ...]
 
 
 @dataclass
@@ -58,20 +52,17 @@ def dataset_facts(
         ref = DatasetRef.model_validate(dataset)
     except ValueError as exc:
         raise InvalidStudy(f"dataset: {exc}", field="dataset") from None
-    if ref.name is not None:
-        info = require_available(ref.name, settings.data_dirs)
-        return DatasetFacts(info.train_size, info.num_classes, info.input_shape)
-    found = datasets_repository.find_dataset(session, str(ref.id), team_id=team_id)
-    if found is None:
-        raise InvalidStudy(f"no uploaded dataset {ref.id!r}", field="dataset.id")
-    return DatasetFacts(found.train_size, found.num_classes, tuple(found.input_shape))
+    try:
+        return catalog.resolve(session, settings, ref, team_id)
+    except UnknownUploadedDataset as exc:
+        raise InvalidStudy(str(exc), field="dataset.id") from None
 
 
 def study_arms(request: StudyCreate, facts: DatasetFacts) -> list[StudyArm]:
     if request.preset == "best-small-model":
         densities = tuple(request.preset_densities or preset.DENSITIES)
         features = math.prod(facts.input_shape)
-        return preset.best_small_model(features, facts.n_classes, densities)
+        return preset.best_small_model(features, facts.num_classes, densities)
     return request.arms or [StudyArm(label="base")]
 
 
@@ -94,11 +85,11 @@ def plan_jobs(
     """Every job of a fixed study, fitted to the budget and validated (once per arm)."""
     arms = study_arms(request, facts)
     check_cap(expansion.planned_count(request, arms), settings)
-    steps = expansion.budget_steps(request, facts.n_train, facts.n_classes)
+    steps = expansion.budget_steps(request, facts.train_size, facts.num_classes)
     planned, checked = [], set()
     for job in expansion.expand(request, arms):
         if steps is not None:
-            job = expansion.fit_budget(job, steps, facts.n_train, facts.n_classes)
+            job = expansion.fit_budget(job, steps, facts.train_size, facts.num_classes)
         if job.arm not in checked:
             validate_planned(session, settings, job, team_id)
             checked.add(job.arm)
@@ -121,7 +112,7 @@ def check_space(
     raw = expansion.raw_spec(request, {}, point, request.seeds[0])
     job = PlannedJob(arm=label, seed=request.seeds[0], spec=expansion.parse_arm_spec(label, raw))
     if steps is not None:
-        job = expansion.fit_budget(job, steps, facts.n_train, facts.n_classes)
+        job = expansion.fit_budget(job, steps, facts.train_size, facts.num_classes)
     validate_planned(session, settings, job, team_id)
     return job
 
@@ -167,7 +158,7 @@ def new_study_row(
     request: StudyCreate, principal: Principal, steps: int | None, arms: list[str]
 ) -> Study:
     config = request.model_dump(mode="json", exclude={"name", "dataset", "budget", "seeds"})
-    config.update(priority_level=PRIORITIES[request.priority], arm_labels=arms)
+    config.update(priority_level=PRIORITY_LEVELS[request.priority], arm_labels=arms)
     budget = None if request.budget is None else {**request.budget.model_dump(), "steps": steps}
     return studies_repository.new_study(
         name=request.name,
@@ -197,7 +188,7 @@ def submit_study(
     facts = dataset_facts(session, settings, request.dataset, principal.team_filter)
     if request.sampler is not None:
         check_cap(request.n_trials or 0, settings)
-        steps = expansion.budget_steps(request, facts.n_train, facts.n_classes)
+        steps = expansion.budget_steps(request, facts.train_size, facts.num_classes)
         probe = check_space(session, settings, request, facts, steps, principal.team_filter)
         placement_for(probe.spec, principal, request.priority)
         planned: list[PlannedJob] = []
@@ -300,7 +291,9 @@ def trial_job(
         job = PlannedJob(arm=label, seed=study.seeds[0], spec=expansion.parse_arm_spec(label, raw))
         if study.budget is not None:
             facts = dataset_facts(session, settings, study.dataset, study.team_id)
-            job = expansion.fit_budget(job, study.budget["steps"], facts.n_train, facts.n_classes)
+            job = expansion.fit_budget(
+                job, study.budget["steps"], facts.train_size, facts.num_classes
+            )
         validate_planned(session, settings, job, study.team_id)
     except UserError:
         adaptive.fail_trial(ostudy, ask.number)
