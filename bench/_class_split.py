@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _section5 import skip_deployment
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.catalog import find_idx_files
@@ -63,6 +64,7 @@ def one_cell(
 ) -> dict[str, float]:
     """Target-split test accuracy of each transferred mask (one parent prune job)."""
     torch.set_num_threads(1)
+    skip_deployment()
     prune = {
         "method": "prune", "dataset": {"name": "split"}, "density": density,
         "baselines": ["magnitude"], "training": {"epochs": SOURCE_EPOCHS, "seed": seed},
@@ -90,7 +92,8 @@ def print_table(results: dict[tuple[str, float], list[dict[str, float]]], second
     print(
         f"transfer between class splits (0-4 -> 5-9): target test accuracy, mean +- sd over "
         f"{seeds} seeds; parent: {SOURCE_TRAIN} images, {SOURCE_EPOCHS} epochs; few-shot "
-        f"{FEW_SHOT} per class, transfer's default 1000 steps; {TEST} test images"
+        f"{FEW_SHOT} per class, transfer's default 1000 steps; {TEST} test images; the jobs' "
+        "deployment step skipped"
     )
     header = f"{'dataset':14} {'density':>7} {'source':>14} " + " ".join(f"{m:>14}" for m in MASKS)
     print(header + "  learned - best baseline")
