@@ -19,6 +19,11 @@ from archsearch.schemas.jobs import JobPublic
 
 console = Console()
 SHORT_ID = 8  # characters of a job id shown by `list`; more when two listed ids share them
+# Exit codes of `wait` / `submit --wait`: 1 the job did not succeed (also any error); 2 is
+# click's usage error; 3 it succeeded but carries a usefulness warning (a collapsed or
+# chance-level model): a script must not ship that result unread.
+EXIT_FAILED = 1
+EXIT_WARNINGS = 3
 
 url_option = click.option(
     "--url",

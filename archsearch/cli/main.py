@@ -20,6 +20,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from archsearch.cli.common import (
+    EXIT_FAILED,
+    EXIT_WARNINGS,
     SHORT_ID,
     client_for,
     compact_count,
@@ -178,7 +180,9 @@ def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
     for warning in job.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning.message)} ({warning.code})")
     if job.status != "succeeded":
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
+    if job.warnings:
+        sys.exit(EXIT_WARNINGS)
     return job
 
 
@@ -186,7 +190,8 @@ def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
 @click.argument("job_id")
 @url_option
 def wait(job_id: str, url: str) -> None:
-    """Wait for a job with a progress bar; exit 1 unless it succeeds."""
+    """Wait for a job with a progress bar; exit 1 unless it succeeds, 3 if it succeeded with
+    a usefulness warning (collapsed or chance-level predictions)."""
     with client_for(url) as client:
         _wait_with_progress(client, client.get_job(client.resolve_job_id(job_id)))
 

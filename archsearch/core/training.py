@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core import runlog
-from archsearch.core.budget import counted
+from archsearch.core.budget import count_training_samples, counted
 from archsearch.core.context import RunContext
 from archsearch.core.data.inputs import Rows
 from archsearch.core.data.loaders import Dataset
@@ -332,6 +332,7 @@ def _train_epoch(
         if spec.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
         optimizer.step()
+        count_training_samples(len(index))
         scheduler.step()
         means.add((hooks.after_step(step) if hooks.after_step else None) or {})
         loss_sum, count = loss_sum + value * len(index), count + len(index)

@@ -143,9 +143,18 @@ class ArmSummary(BaseModel):
     compact_bytes: Stat | None = None
     latency_ms: Stat | None = None
     optimizer_steps: Stat | None = None
+    samples_seen: Stat | None = Field(
+        default=None, description="training samples + growth statistics samples read"
+    )
     wall_clock_s: Stat | None = None
     budget_steps: int | None = None
+    budget_samples: int | None = Field(
+        default=None, description="the step budget in samples: steps x the arm's batch size"
+    )
     over_budget: bool = False
+    over_samples: bool = Field(
+        default=False, description="a job read more samples than the budget's steps hold"
+    )
     on_front: bool = False
     params: dict[str, Any] = Field(default_factory=dict, description="an adaptive trial's knobs")
 

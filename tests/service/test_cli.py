@@ -79,6 +79,23 @@ def test_submit_wait_list_status_download_cancel(
     )
 
 
+def test_wait_exits_3_when_the_job_succeeded_with_a_usefulness_warning(
+    api_url: str, worker: procs.Proc, token: str, tmp_path: Path
+) -> None:
+    runner = CliRunner(env={"ARCHSEARCH_TOKEN": token, "ARCHSEARCH_URL": api_url})
+    spec = tmp_path / "collapsed.json"
+    # A weight-free network with almost no links left predicts one class: a warning, not a
+    # failure (the job succeeded).
+    collapsed = {"method": "prune", "weights": "free", "density": 1e-4, "training": {"epochs": 1}}
+    spec.write_text(json.dumps({**collapsed, "dataset": {"name": "digits"}}))
+    submitted = runner.invoke(main, ["submit", str(spec), "--wait"])
+    assert submitted.exit_code == 3, submitted.output
+    assert "succeeded" in submitted.output and "warning:" in submitted.output
+    job_id = submitted.output.splitlines()[0].strip()
+    waited = runner.invoke(main, ["wait", job_id[:12]])
+    assert waited.exit_code == 3 and "collapsed_predictions" in waited.output, waited.output
+
+
 def test_an_ambiguous_or_unknown_prefix_is_one_line(
     api_url: str, worker: procs.Proc, token: str
 ) -> None:

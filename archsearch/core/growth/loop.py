@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core import runlog
+from archsearch.core.budget import count_training_samples
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.growth.schedule import (
@@ -217,6 +218,7 @@ def run_growth(
         index = batches.at(state.step)
         xb, yb = data.x_train[index].to(ctx.device), data.y_train[index].to(ctx.device)
         value = _train_step(model, optimizer, xb, yb, spec, state.step)
+        count_training_samples(len(index))
         state.step += 1
         state.seconds = seconds_base + time.perf_counter() - clock
         loss_sum, count = loss_sum + value, count + 1
