@@ -106,12 +106,18 @@ def write_deployment(
     ctx.save_artifact("deployment.json", json_bytes(record), "application/json")
     spec_json = spec.model_dump(mode="json")
     ctx.save_artifact("model-card.md", model_card(record, spec_json).encode(), "text/markdown")
+    return _deployment_metrics(record, latency, onnx_record if onnx_bytes is not None else None)
+
+
+def _deployment_metrics(
+    record: dict[str, Any], latency: dict[str, Any], onnx_record: dict[str, Any] | None
+) -> dict[str, float]:
     size = record["size"]
     return {
         **_latency_metrics(latency),
         "bytes_dense": float(size["bytes_dense"]),
         "bytes_sparse": float(size["bytes_sparse"]),
-        **({"onnx_max_abs_diff": onnx_record["max_abs_diff"]} if onnx_bytes is not None else {}),
+        **({"onnx_max_abs_diff": onnx_record["max_abs_diff"]} if onnx_record is not None else {}),
     }
 
 

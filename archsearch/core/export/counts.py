@@ -22,31 +22,12 @@ def count_macs(model: nn.Module, input_shape: tuple[int, ...], nonzero_only: boo
     With `nonzero_only`, a zero weight costs nothing (a masked model's true cost after
     compaction into sparse kernels); otherwise the dense cost is counted.
     """
-    total = 0
-
-    def weight_count(module: nn.Module) -> int:
-        weight = module.weight
-        assert isinstance(weight, torch.Tensor), "linear and conv layers have a weight"
-        return int((weight != 0).sum().item()) if nonzero_only else weight.numel()
-
-    def on_linear(
-        module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
-    ) -> None:
-        nonlocal total
-        rows = output.numel() // output.shape[-1]  # positions the layer is applied at
-        total += rows * weight_count(module)
-
-    def on_conv(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-        nonlocal total
-        # Each output position applies every (out, in/groups, kh, kw) weight once.
-        total += output.shape[0] * output.shape[2] * output.shape[3] * weight_count(module)
-
-    handles = []
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            handles.append(module.register_forward_hook(on_linear))
-        elif isinstance(module, nn.Conv2d):
-            handles.append(module.register_forward_hook(on_conv))
+    counter = _MacCounter(nonzero_only)
+    handles = [
+        module.register_forward_hook(counter.hook)
+        for module in model.modules()
+        if isinstance(module, nn.Linear | nn.Conv2d)
+    ]
     was_training = model.training
     model.eval()
     try:
@@ -57,4 +38,27 @@ def count_macs(model: nn.Module, input_shape: tuple[int, ...], nonzero_only: boo
         for handle in handles:
             handle.remove()
         model.train(was_training)
-    return total
+    return counter.total
+
+
+class _MacCounter:
+    """Forward hooks adding each Linear / Conv2d call's multiply-adds to `total`."""
+
+    def __init__(self, nonzero_only: bool) -> None:
+        self.nonzero_only = nonzero_only
+        self.total = 0
+
+    def weight_count(self, module: nn.Module) -> int:
+        weight = module.weight
+        assert isinstance(weight, torch.Tensor), "linear and conv layers have a weight"
+        return int((weight != 0).sum().item()) if self.nonzero_only else weight.numel()
+
+    def hook(
+        self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
+    ) -> None:
+        if isinstance(module, nn.Conv2d):
+            # Each output position applies every (out, in/groups, kh, kw) weight once.
+            positions = output.shape[0] * output.shape[2] * output.shape[3]
+        else:
+            positions = output.numel() // output.shape[-1]  # where the layer is applied
+        self.total += positions * self.weight_count(module)
