@@ -1,4 +1,4 @@
-"""Engine overhead against plain PyTorch (issue 16), measured side by side in one run.
+"""Engine overhead against plain PyTorch, measured side by side in one run.
 
 Each method runs in-process through the entry point the worker uses
 (`archsearch.core.methods.get_method`) with the service's `DbRunContext` (progress rows,

@@ -1,4 +1,4 @@
-"""Benchmark of the prune / transfer methods (issues 5 and 11), printed as tables.
+"""Benchmark of the prune / transfer methods printed as tables.
 
 1. Temperature ablation of "Differentiable Architecture Pruning" (Figure 1, section 4.1) at
    the engine's defaults: t_soft in {t_hard, t_hard/10, t_hard/100}, density 0.1, on digits

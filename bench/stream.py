@@ -1,5 +1,5 @@
 """Live streams benchmark: 200 clients following running jobs over SSE, side by side with
-200 clients polling `GET /v1/jobs/{id}` once a second (issue 13).
+200 clients polling `GET /v1/jobs/{id}` once a second.
 
 Starts, on this machine: a fresh PostgreSQL database and `archsearch api` (team mode: every
 request carries a token). `--jobs` jobs are submitted through the API and claimed by a

@@ -1,5 +1,5 @@
 """docker-compose.yml cannot be started here (no Docker engine), so its consistency with the
-settings and the CLI, and its safe defaults (issue 15), are checked on the parsed files."""
+settings and the CLI, and its safe defaults, are checked on the parsed files."""
 
 from __future__ import annotations
 

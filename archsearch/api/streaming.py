@@ -1,4 +1,4 @@
-"""Live job streams (issue 13): the SSE frames, the clients' watches and what a tick read,
+"""Live job streams: the SSE frames, the clients' watches and what a tick read,
 fanned out from one shared poller per API process (`api/broadcast.py`).
 
 Why a poller, and not PostgreSQL LISTEN/NOTIFY or Redis pub/sub: the same code serves

@@ -1,4 +1,4 @@
-"""The client's study methods (issue 12), mixed into `ArchsearchClient`."""
+"""The client's study methods, mixed into `ArchsearchClient`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Counting what a job actually trains (issue 12, "Equal budget is measured, not assumed").
+"""Counting what a job actually trains.
 
 Every optimiser the engine trains weights with comes from `training.make_optimizer`, which
 passes it through `counted`: a step post-hook adds one to the running job's `Spend`. So

@@ -30,7 +30,7 @@ LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metrics
 # Test passes run in batches of this many samples: at 2048, a neural graph's node states
 # (about 50 MB a block) leave the CPU caches and a pass took twice as long; an MLP's time
-# is the same at 512 (issue 16).
+# is the same at 512.
 EVAL_BATCH = 512
 
 
@@ -75,10 +75,10 @@ def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch
 def fusable(params: list[nn.Parameter]) -> bool | None:
     """True when torch's fused optimiser kernels can update `params` (one device, floats).
 
-    On a CPU, torch's default is the per-tensor loop (no foreach, no fused): the fused Adam
-    step of the default MLP measured 4x faster and the whole training loop about 30% faster
-    (issue 16). The update is the same formula; only float rounding may differ. None lets
-    torch choose (a mix of devices, or nothing to train).
+     On a CPU, torch's default is the per-tensor loop (no foreach, no fused): the fused Adam
+     step of the default MLP measured 4x faster and the whole training loop about 30% faster
+    . The update is the same formula; only float rounding may differ. None lets
+     torch choose (a mix of devices, or nothing to train).
     """
     devices = {p.device for p in params}
     if len(devices) != 1 or not all(p.is_floating_point() for p in params):
@@ -140,7 +140,7 @@ def evaluate_predictions(
     model: nn.Module, x: Rows, y: torch.Tensor, device: torch.device, batch_size: int = EVAL_BATCH
 ) -> tuple[float, float, torch.Tensor]:
     """`evaluate`, plus how many inputs the model assigns to each class (argmax counts), so
-    the collapse check after training (`core.quality`) needs no second test pass (issue 16)."""
+    the collapse check after training (`core.quality`) needs no second test pass."""
     was_training = model.training
     model.eval()
     loss_sum, correct, predicted = 0.0, 0, []

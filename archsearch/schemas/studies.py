@@ -1,4 +1,4 @@
-"""Studies (issue 12): many jobs that compare methods at equal budget, as one resource.
+"""Studies: many jobs that compare methods at equal budget, as one resource.
 
 A study is a base spec, a budget, seeds, and arms (partial specs merged over the base), a
 grid over dotted spec paths, the `best-small-model` preset, or an adaptive sampler over

@@ -62,7 +62,7 @@ def _connect_signals(process: WorkerProcess) -> None:
             ensure_schema_current(services.engine)
         finally:
             services.engine.dispose()
-        # Before the fork, once: every pool process inherits the loaded modules (issue 16).
+        # Before the fork, once: every pool process inherits the loaded modules.
         preload()
 
     def register_process(**_: object) -> None:

@@ -1,4 +1,4 @@
-"""Budget accounting per method (issue 12): a spec fitted to a step budget, run for real,
+"""Budget accounting per method: a spec fitted to a step budget, run for real,
 spends exactly the planned steps, never more than the budget and within its rounding."""
 
 from __future__ import annotations

@@ -270,7 +270,7 @@ def test_mobilenet_prunes_and_compacts_with_its_depthwise_channels(digits) -> No
     compact = load_model(
         ctx.artifacts["architecture-compact.json"], ctx.artifacts["model-compact.safetensors"]
     )
-    with torch.no_grad():  # issue 14: a channel goes with its depthwise filter, same outputs
+    with torch.no_grad():  # a channel goes with its depthwise filter, same outputs
         torch.testing.assert_close(
             compact(digits.x_test[:32]), model(digits.x_test[:32]), rtol=1e-4, atol=1e-5
         )

@@ -1,4 +1,4 @@
-"""Studies (issue 12): submit, list, read (per-arm figures and Pareto front), cancel, and
+"""Studies: submit, list, read (per-arm figures and Pareto front), cancel, and
 the study's artifacts (results.csv, study.json, pareto.png, curves.png, report.md).
 
 Scoped to the caller's team exactly like jobs: another team's study answers 404.

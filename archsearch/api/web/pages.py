@@ -1,4 +1,4 @@
-"""The dashboard's pages (issue 13), served by the API process at `/`, same origin.
+"""The dashboard's pages, served by the API process at `/`, same origin.
 
 A page is an HTML shell; its numbers come from the `/v1` routes (the same service and
 presenter functions as every client), fetched and followed live by the page's script. The

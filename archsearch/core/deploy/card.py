@@ -1,4 +1,4 @@
-"""`model-card.md`: what a downloaded model is, in one page (issue 14; after Mitchell et al.,
+"""`model-card.md`: what a downloaded model is, in one page (after Mitchell et al.,
 "Model Cards for Model Reporting", 2019, reduced to what a job knows for certain)."""
 
 from __future__ import annotations

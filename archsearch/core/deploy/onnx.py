@@ -1,4 +1,4 @@
-"""ONNX export of a deployable model, checked against PyTorch with onnxruntime (issue 14).
+"""ONNX export of a deployable model, checked against PyTorch with onnxruntime.
 
 The compact model is exported with its weights that are mostly zeros stored as ONNX sparse
 initializers (`sparse_initializers`): the file shrinks with the density, and onnxruntime

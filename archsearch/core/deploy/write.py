@@ -122,7 +122,7 @@ def _deployment_metrics(
 
 
 def same_networks(compacted: bool, forms: list[dict[str, Any]]) -> dict[str, str]:
-    """Latency variants that are the very network of another, measured once (issue 16: a
+    """Latency variants that are the very network of another, measured once (a
     `train` job timed its one network three times): without compaction the compact model is
     the dense parent; with every layer in its dense form the sparse model is the compact."""
     same = {} if compacted else {"compact": "dense"}

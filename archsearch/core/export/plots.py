@@ -7,7 +7,7 @@ from typing import Any
 
 # Margins of a `new_figure` in inches: room for tick labels, axis labels, axis titles and a
 # suptitle. Fixed margins replace `bbox_inches="tight"`, which lays every figure out twice
-# (issue 16, measured for curves + mask-logits: 0.28-0.31 s CPU instead of 0.44 s); the
+# (measured for curves + mask-logits: 0.28-0.31 s CPU instead of 0.44 s); the
 # alternatives save little (`tight_layout` 0.42 s, constrained layout 0.43 s).
 MARGINS_IN = {"left": 1.0, "right": 0.2, "bottom": 0.55, "top": 0.65}
 GAP_IN = 1.05  # between two panels: the right one's tick labels and y label

@@ -181,7 +181,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
     deployable = pruned_deployable(model, architecture, test_acc)
-    metrics.update(write_deployment(ctx, data, deployable, "prune", spec))  # issue 14
+    metrics.update(write_deployment(ctx, data, deployable, "prune", spec))
     save_spectrum(ctx, model, architecture)
     frozen_epoch = _frozen_epoch(trainer, spec, data)
     ctx.save_artifact(

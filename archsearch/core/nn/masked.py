@@ -128,7 +128,7 @@ class MaskedMixin:
         return weight.reshape(weight.shape[0], self._units(), -1).sum(dim=(0, 2))
 
     def frozen_mask(self) -> torch.Tensor:
-        """`hard_mask()`, computed once while the logits stay unchanged (issue 16).
+        """`hard_mask()`, computed once while the logits stay unchanged.
 
         Keyed by the logits' version counter (bumped by every in-place write: `set_masks`,
         `load_state_dict`, an optimiser step), their storage (`.to()`, a copy) and the
@@ -301,7 +301,7 @@ def masks_frozen(model: nn.Module) -> bool:
 def positive_count(logits: torch.Tensor) -> int:
     """How many logits are above 0 (the connections kept), exactly.
 
-    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor; issue 16):
+    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor):
     a sum of 0s and 1s is exact while every partial sum is an integer the dtype holds.
     """
     exact_up_to = {torch.float32: 2**24, torch.float64: 2**53}.get(logits.dtype, 0)

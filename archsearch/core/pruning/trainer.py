@@ -53,7 +53,7 @@ class MaskSchedule:
 
 def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> torch.optim.Optimizer:
     # The fused kernel where torch has one, as for the weights (`core.training.fusable`): one
-    # call per step instead of a loop of small ops per logit tensor (issue 16). The same
+    # call per step instead of a loop of small ops per logit tensor. The same
     # update; only float rounding may differ.
     fused = fusable(params)
     if name == "sgd":
@@ -154,7 +154,7 @@ class MaskTrainer:
                 return loss + self._penalty([1.0 + p for p in self.logits])
             # The penalty's value joins the loss (it is reported); its gradient, a closed
             # form, is added in `after_step`: a graph of five nodes per layer cost more
-            # than the sum itself (issue 16). 1 + w is kept for that gradient.
+            # than the sum itself. 1 + w is kept for that gradient.
             with torch.no_grad():
                 shifted = [1.0 + p for p in self.logits]
                 value = self._penalty(shifted)
@@ -209,7 +209,7 @@ class MaskTrainer:
 
     def after_step(self, step: int) -> dict[str, float]:
         if self.frozen_density is not None:
-            # Frozen masks never change: no logit step, no density pass (issue 16: that
+            # Frozen masks never change: no logit step, no density pass (that
             # pass over every logit cost 14% of the loop after the freeze).
             return {"density": self.frozen_density, "gamma": float(self.gamma or 0.0)}
         s = self.schedule

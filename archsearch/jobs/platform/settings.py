@@ -36,7 +36,7 @@ class Settings(BaseSettings):
         default=None, description="Redis URL of the Celery broker; unset: jobs run in-process"
     )
     artifact_root: Path | None = Field(default=None, description="default: `home`/artifacts")
-    # Object storage (issue 17): artifacts, checkpoints and uploaded datasets.
+    # Object storage: artifacts, checkpoints and uploaded datasets.
     storage_url: str | None = Field(
         default=None,
         description="s3://bucket/prefix for an S3-compatible store; unset: `artifact_root`",
@@ -98,7 +98,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     local_runner_threads: int = Field(default=1, ge=1)
-    # Team mode (issue 6).
+    # Team mode.
     auth: Literal["auto", "token", "none"] = Field(
         default="auto",
         description="auto: tokens required in team mode (a broker is set), not embedded",
@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     worker_device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="what a worker process offers; auto: CUDA when present"
     )
-    # Issue 16: torch's intra-op threads per worker process; without a setting every process
+    # torch's intra-op threads per worker process; without a setting every process
     # takes every core, and the processes of one machine fight over them.
     torch_threads: int | None = Field(
         default=None,
@@ -124,7 +124,7 @@ class Settings(BaseSettings):
         description="normalised datasets kept by the workers (memory-mapped .npy); "
         "default: `home`/cache/datasets",
     )
-    # Request bodies and dataset uploads (issue 7): every limit is answered with 413 naming it.
+    # Request bodies and dataset uploads: every limit is answered with 413 naming it.
     json_max_bytes: int = Field(
         default=1 << 20, ge=1, description="size of a JSON request body (a job spec)"
     )
@@ -136,7 +136,7 @@ class Settings(BaseSettings):
     upload_max_image_pixels: int = Field(
         default=4096 * 4096, ge=1, description="pixels of one image"
     )
-    # Issue 15: an upload's decoded arrays are built inside this budget (checked as they are
+    # an upload's decoded arrays are built inside this budget (checked as they are
     # produced), and at most this many uploads are decoded at once in the API process.
     upload_max_memory_bytes: int = Field(
         default=512 << 20, ge=1 << 20, description="memory one upload's decoded arrays may use"
@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     dataset_min_class_samples: int = Field(
         default=5, ge=1, description="training samples every class of an upload needs"
     )
-    # The dashboard's sign-in (issue 13): a session cookie signed with this secret.
+    # The dashboard's sign-in: a session cookie signed with this secret.
     session_secret: SecretStr | None = Field(
         default=None,
         description="signs dashboard session cookies; set the same value on every API "

@@ -49,7 +49,7 @@ def device_details(offer: Offer) -> tuple[int | None, str | None]:
 
 
 def apply_torch_threads(settings: Settings) -> int:
-    """Set this process's torch threads from the settings (issue 16); returns the count."""
+    """Set this process's torch threads from the settings; returns the count."""
     threads = settings.resolved_torch_threads
     torch.set_num_threads(threads)
     return threads

@@ -123,7 +123,7 @@ def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
     finally:
         with transaction(services.sessions) as session:
             worker_repository.set_current_job(session, worker, None)
-        release_memory()  # the next job starts from the same resident size (issue 16)
+        release_memory()  # the next job starts from the same resident size
     return job_id
 
 

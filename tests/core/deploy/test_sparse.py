@@ -1,4 +1,4 @@
-"""Sparse storage (issue 14): round trip, size bound, and compact == masked for every family."""
+"""Sparse storage: round trip, size bound, and compact == masked for every family."""
 
 from __future__ import annotations
 

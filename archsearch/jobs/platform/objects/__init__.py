@@ -56,7 +56,7 @@ def _open(
         bucket, _, prefix = storage_url.removeprefix("s3://").partition("/")
         if not bucket:
             raise StorageConfigError(f"storage_url {storage_url!r} names no bucket")
-        # Imported here: boto3 costs every process 8 MB (issue 16), and most use a folder.
+        # Imported here: boto3 costs every process 8 MB, and most use a folder.
         from archsearch.jobs.platform.objects.s3 import S3ObjectStore
 
         return RetryingObjectStore(
