@@ -1,4 +1,4 @@
-"""Where a train job's CPU time goes, timed inside the job itself (issue 16).
+"""Where a train job's CPU time goes, timed inside the job itself.
 
 The functions the `train` method calls are wrapped in place for the duration of one run
 (the very objects the worker runs, no copy of the method): each part's time is exclusive

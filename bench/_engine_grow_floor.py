@@ -1,4 +1,4 @@
-"""The floor of the `grow` job for `bench/engine.py` (issue 16): the growth schedule written
+"""The floor of the `grow` job for `bench/engine.py`: the growth schedule written
 the plain way, with torch only (no `archsearch.core.growth` code).
 
 "Spotting expressivity bottlenecks and fixing them optimally", sections 3.1 to 3.4: the MLP

@@ -1,4 +1,4 @@
-"""The plain-PyTorch loops `bench/engine.py` measures the jobs against (issue 16).
+"""The plain-PyTorch loops `bench/engine.py` measures the jobs against.
 
 Two kinds, both written with nothing but torch, on the job's own model widths, data
 tensors, batch size, epochs and optimisers:

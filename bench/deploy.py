@@ -1,128 +1,213 @@
-"""Deployable sparse models (issue 14): size and CPU latency against the dense parent.
+"""Deployable models: size, multiply-adds and latency in PyTorch and onnxruntime, vs dense.
 
-Cases, each a real job run in-process (`get_method`, `InMemoryContext`) on MNIST, then its
-artifacts reloaded as a user would:
-- mlp@d: a [1024, 1024] MLP pruned to density d in 0.5, 0.2, 0.1, 0.05;
-- cnn@0.1: the default CNN pruned to density 0.1;
-- dnw: the default `search` job (a static neural graph, Discovering Neural Wirings).
-Training is short (it is about size and latency, accuracy is reported for honesty only).
+Cases (MNIST input shape; masks drawn at the stated density, not trained: size and speed do
+not depend on what the weights learned, and a whole table then runs in a few minutes):
+- mlp / mlp1024: the default MLP [256, 128] and a [1024, 1024] MLP at weight density 0.1
+  and 0.05 (random connections) and at unit density 0.25 (random units, every layer keeps
+  a quarter: `granularity: unit`);
+- cnn, vgg, mobilenet_v1 at unit density 0.25 (vgg on a 3x32x32 input);
+- graph: the default searched MLP-style neural graph (DNW, static), compacted, against a
+  dense MLP with the same number of real weights; dnw_conv: MobileNetV1-DNW, compacted,
+  against MobileNetV1 at the width with about as many real weights.
 
-Per case: file bytes (dense parent `model.safetensors` vs `model-sparse.safetensors`),
-parameters (dense, nonzero kept), and latency at batch 1 and 64 of the dense parent, the
-compact model and the compact model with the per-layer chosen forms (dense or CSR kernels,
-`core.deploy.forms`, as the job picked and recorded them in deployment.json and
-`load_deployed` rebuilds them): medians of interleaved repeats, all three variants in one run,
-on one thread. Goal: at density 0.1, MLP batch-1 latency <= 0.5x dense.
+Each case is a deployed model (compact model; Linear layers in the per-layer form that
+measured faster, `core.deploy.forms`) against its dense reference, measured side by side:
+file bytes (safetensors: dense reference vs sparse file; ONNX: dense reference vs compact
+ONNX with sparse initializers), multiply-adds, and latency at batch 1 and 64 in PyTorch and
+in onnxruntime (one thread each), medians of interleaved repeats with their min-max spread,
+printed as ratios deployed / dense. CPU only: no GPU here, so no GPU table.
 
-Run: OMP_NUM_THREADS=1 python bench/deploy.py [--subset 6000] [--epochs 1] [--budget 3]
+Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
+<= 0.3x, onnxruntime batch-1 latency <= 0.5x dense.
+
+Run: OMP_NUM_THREADS=1 python bench/deploy.py [--budget 1.5] [--cases mlp1024@unit0.25,cnn]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import statistics
+import time
 import warnings
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
+from torch import nn
 
-from archsearch.core.context import InMemoryContext
-from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
-from archsearch.core.deploy import load_deployed
-from archsearch.core.deploy.latency import model_latencies
-from archsearch.core.export import load_model
-from archsearch.core.methods import get_method
-from archsearch.specs import parse_job_spec
+from archsearch.core.deploy.forms import choose_forms
+from archsearch.core.deploy.onnx import export_onnx, ort_session, sparse_initializers
+from archsearch.core.export import count_macs, model_to_bytes, sparse_state_bytes
+from archsearch.core.models import Architecture, create_model
+from archsearch.core.nn.masked import hard_masks, mask_model, set_masks
+from archsearch.core.nn.neural_graph import DynamicGraph, StaticGraph
+from archsearch.core.pruning.build import plain_model
+from archsearch.core.pruning.compact import compact_model
+from archsearch.core.pruning.units import unit_plan
+from archsearch.core.search.compact import compact_model as compact_graph
+from archsearch.core.search.compact import model_macs
+from archsearch.core.training import flush_denormals
+from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
+from archsearch.specs.model_configs import CNNConfig, MLPConfig
+from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
-DATA_DIRS = (
-    Path(__file__).resolve().parents[2] / "shared" / "datasets",
-    Path("/work/shared/datasets"),
-)
+MNIST = (1, 28, 28)
+Case = tuple[nn.Module, Architecture, nn.Module, Architecture]  # deployed, its arch, dense, its
 
 
-def cases(subset: int, epochs: int) -> dict[str, dict[str, Any]]:
-    common = {
-        "dataset": {"name": "mnist", "train_subset": subset},
-        "training": {"epochs": epochs},
-    }
-    out: dict[str, dict[str, Any]] = {}
-    for density in (0.5, 0.2, 0.1, 0.05):
-        out[f"mlp@{density}"] = {
-            **common,
-            "method": "prune",
-            "model": {"name": "mlp", "hidden": [1024, 1024]},
-            "density": density,
-        }
-    out["cnn@0.1"] = {**common, "method": "prune", "model": {"name": "cnn"}, "density": 0.1}
-    out["dnw"] = {**common, "method": "search"}
+def _pruned(config: Any, shape: tuple[int, ...], granularity: str, density: float) -> Case:
+    arch = Architecture(config, shape, 10)
+    torch.manual_seed(0)
+    model = create_model(arch).eval()
+    units = unit_plan(arch) if granularity == "unit" else None
+    mask_model(model, units=units, binary_forward=True)
+    generator = torch.Generator().manual_seed(0)
+    masks = {}
+    for name, like in hard_masks(model).items():
+        score = torch.rand(like.shape, generator=generator).flatten()
+        keep = torch.zeros_like(score, dtype=torch.bool)
+        keep[score.topk(max(1, round(density * score.numel()))).indices] = True
+        masks[name] = keep.view(like.shape)
+    set_masks(model, masks)
+    plain = plain_model(model, arch)
+    compacted = compact_model(plain.state_dict(), arch)
+    assert compacted is not None, "every pruned family compacts"
+    return compacted[0], compacted[1], create_model(arch).eval(), arch
+
+
+def _graph(config: Any, references: list[Any]) -> Case:
+    """The compacted searched graph and, of `references`, the dense network whose weight
+    count is closest to the graph's real (nonzero) weights."""
+    arch = Architecture(config, MNIST, 10)
+    torch.manual_seed(0)
+    compact, compact_arch = compact_graph(create_model(arch).eval(), arch)
+    real = _real(compact)
+    dense_archs = [Architecture(c, MNIST, 10) for c in references]
+    dense_arch = min(dense_archs, key=lambda a: abs(_real(create_model(a)) - real))
+    return compact.eval(), compact_arch, create_model(dense_arch).eval(), dense_arch
+
+
+def cases() -> dict[str, Callable[[], Case]]:
+    out: dict[str, Callable[[], Case]] = {}
+    for label, hidden in (("mlp", (256, 128)), ("mlp1024", (1024, 1024))):
+        for granularity, density in (("weight", 0.1), ("weight", 0.05), ("unit", 0.25)):
+            name = f"{label}@{granularity}{density}"
+            out[name] = lambda h=hidden, g=granularity, d=density: _pruned(
+                MLPConfig(hidden=h), MNIST, g, d
+            )
+    out["cnn@unit0.25"] = lambda: _pruned(CNNConfig(), MNIST, "unit", 0.25)
+    out["vgg@unit0.25"] = lambda: _pruned(VGGConfig(), (3, 32, 32), "unit", 0.25)
+    out["mobilenet@unit0.25"] = lambda: _pruned(MobileNetV1Config(), MNIST, "unit", 0.25)
+    # Dense references with about the searched graph's real weights (printed per case).
+    mlps = [MLPConfig(hidden=(h,)) for h in range(1, 65)]
+    mobilenets = [MobileNetV1Config(width_multiplier=w / 8) for w in range(1, 33)]
+    out["graph"] = lambda: _graph(NeuralGraphConfig(), mlps)
+    out["dnw_conv"] = lambda: _graph(MobileNetDNWConfig(), mobilenets)
     return out
 
 
-def run_case(body: dict[str, Any], data: Dataset, budget: float) -> dict[str, Any]:
-    spec = parse_job_spec(body)
-    ctx = InMemoryContext()
-    data = training_subset(data, spec.dataset, spec.training.seed)
-    metrics = get_method(body["method"])(spec, data, ctx).metrics
-    art = ctx.artifacts
-    deployment = json.loads(art["deployment.json"])
-    files = deployment["files"]
-    parent = load_model(art["architecture.json"], art["model.safetensors"])
-    compact = load_model(art[files["architecture"]], art["model-sparse.safetensors"])
-    # What a user deploys: the compact weights, each Linear in the form the job picked.
-    chosen = load_deployed(
-        art[files["architecture"]], art["model-sparse.safetensors"], art["deployment.json"]
-    )
-    forms = deployment["forms"]
-    shape = data.input_shape
-    latency = model_latencies(
-        {"dense": parent, "compact": compact, "sparse": chosen}, shape, (1, 64), budget
-    )
-    size = deployment["size"]
+def interleaved(variants: dict[str, Callable[[], object]], budget_s: float) -> dict[str, Any]:
+    """Per variant: all seconds of one call, repeats interleaved in a rotated order."""
+    names, times = list(variants), {name: [] for name in variants}
+    for name in names:
+        variants[name]()  # warm-up
+    start, repeat = time.perf_counter(), 0
+    while repeat < 7 or (time.perf_counter() - start < budget_s and repeat < 400):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = time.perf_counter()
+            variants[name]()
+            times[name].append(time.perf_counter() - t0)
+        repeat += 1
+    return times
+
+
+def ratio(times: dict[str, list[float]], ours: str, ref: str) -> str:
+    """median(ours) / median(ref), with the spread of per-repeat ratios (min-max)."""
+    pairs = [a / b for a, b in zip(times[ours], times[ref], strict=True)]
+    med = statistics.median(times[ours]) / statistics.median(times[ref])
+    return f"{med:.2f}x [{min(pairs):.2f}-{max(pairs):.2f}]"
+
+
+def measure(case: Case, budget: float) -> dict[str, Any]:
+    deployed, arch, dense, dense_arch = case
+    shape = arch.input_shape
+    chosen, _ = choose_forms(deployed, shape, 0.3)
+    onnx_dense = export_onnx(dense, shape)
+    onnx_ours = sparse_initializers(export_onnx(deployed, shape))
+    sessions = {"ours": ort_session(onnx_ours), "dense": ort_session(onnx_dense)}
+    row: dict[str, Any] = {
+        "weights": (_real(deployed), _real(dense)),
+        "st": len(sparse_state_bytes(deployed.state_dict())) / len(model_to_bytes(dense)),
+        "onnx": len(onnx_ours) / len(onnx_dense),
+        "macs": _macs(deployed, shape, True) / _macs(dense, shape, False),
+    }
+    for batch in (1, 64):
+        x = torch.randn(batch, *shape)
+        with torch.inference_mode():
+            times = interleaved(_variants(chosen, dense, sessions, x), budget / 2)
+        row[f"b{batch}"] = {
+            "torch": ratio(times, "torch_ours", "torch_dense"),
+            "ort": ratio(times, "ort_ours", "ort_dense"),
+            "dense_ms": statistics.median(times["torch_dense"]) * 1e3,
+            "ort_dense_ms": statistics.median(times["ort_dense"]) * 1e3,
+            "repeats": len(times["torch_ours"]),
+        }
+    return row
+
+
+def _variants(
+    chosen: nn.Module, dense: nn.Module, sessions: dict[str, Any], x: torch.Tensor
+) -> dict[str, Callable[[], object]]:
+    feed = {"input": x.numpy()}
     return {
-        "accuracy": deployment["test_accuracy"],
-        "density": metrics.get("density", float("nan")),
-        "bytes_dense": len(art["model.safetensors"]),
-        "bytes_sparse": len(art["model-sparse.safetensors"]),
-        "params_dense": size["parameters_dense"],
-        "params_kept": size["nonzero_compact"],
-        "latency": latency,
-        "forms": [(f["layer"], f["batch_1"], f["batch_64"]) for f in forms],
+        "torch_ours": lambda: chosen(x),
+        "torch_dense": lambda: dense(x),
+        "ort_ours": lambda: sessions["ours"].run(None, feed),
+        "ort_dense": lambda: sessions["dense"].run(None, feed),
     }
 
 
+def _macs(model: nn.Module, shape: tuple[int, ...], nonzero_only: bool) -> int:
+    """Multiply-adds; a searched graph's through its own counter (its edges are no Linear)."""
+    if any(isinstance(m, (StaticGraph, DynamicGraph)) for m in model.modules()):
+        return model_macs(model, shape)
+    return count_macs(model, shape, nonzero_only=nonzero_only)
+
+
+def _real(model: nn.Module) -> int:
+    return int(sum(int((p != 0).sum()) for p in model.parameters()))
+
+
 def report(name: str, row: dict[str, Any]) -> None:
-    lat = row["latency"]
-    b1, b64 = lat["batch_1"], lat["batch_64"]
+    b1, b64 = row["b1"], row["b64"]
+    ours, dense = row["weights"]
     print(
-        f"{name:9} acc {row['accuracy']:.3f} density {row['density']:.3f} | bytes "
-        f"{row['bytes_dense']:>9,} -> {row['bytes_sparse']:>9,} "
-        f"({row['bytes_sparse'] / row['bytes_dense']:.3f}x) | params {row['params_dense']:>9,}"
-        f" -> {row['params_kept']:>9,} | b1 dense {b1['dense_s'] * 1e3:.3f} ms, compact "
-        f"{b1['compact_s'] / b1['dense_s']:.2f}x, sparse {b1['sparse_s'] / b1['dense_s']:.2f}x"
-        f" | b64 dense {b64['dense_s'] * 1e3:.3f} ms, compact "
-        f"{b64['compact_s'] / b64['dense_s']:.2f}x, sparse {b64['sparse_s'] / b64['dense_s']:.2f}x"
-        f" | repeats {int(b1['repeats'])}/{int(b64['repeats'])}"
+        f"{name:22} weights {ours:>9,}/{dense:>9,} | bytes st {row['st']:.3f}x onnx "
+        f"{row['onnx']:.3f}x | MACs {row['macs']:.3f}x | b1 torch {b1['torch']} ort {b1['ort']}"
+        f" | b64 torch {b64['torch']} ort {b64['ort']} | dense b1 {b1['dense_ms']:.3f} ms "
+        f"(ort {b1['ort_dense_ms']:.3f}) | repeats {b1['repeats']}/{b64['repeats']}"
     )
-    print(f"{'':9} forms (layer, batch 1, batch 64): {row['forms']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--subset", type=int, default=6000)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--budget", type=float, default=3.0, help="seconds of timing per case")
+    parser.add_argument("--budget", type=float, default=1.5, help="seconds of timing per case")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    ref = parse_job_spec({"method": "train", "dataset": {"name": "mnist"}}).dataset
-    data = load_dataset(ref, tuple(d for d in DATA_DIRS if d.is_dir()))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread; ratios vs dense parent")
+    flush_denormals()  # as every thread that runs jobs does
+    np.random.seed(0)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread, CPU; ratios deployed / "
+        "dense reference: median [min-max of per-repeat ratios]"
+    )
     wanted = set(filter(None, args.cases.split(",")))
-    for name, body in cases(args.subset, args.epochs).items():
+    for name, build in cases().items():
         if not wanted or name in wanted:
-            report(name, run_case(body, data, args.budget))
+            report(name, measure(build(), args.budget))
 
 
 if __name__ == "__main__":

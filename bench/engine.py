@@ -1,4 +1,4 @@
-"""Engine overhead against plain PyTorch (issue 16), measured side by side in one run.
+"""Engine overhead against plain PyTorch, measured side by side in one run.
 
 Each method runs in-process through the entry point the worker uses
 (`archsearch.core.methods.get_method`) with the service's `DbRunContext` (progress rows,
@@ -78,6 +78,7 @@ from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa
 
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset  # noqa: E402
 from archsearch.core.methods import get_method  # noqa: E402
+from archsearch.core.training import flush_denormals  # noqa: E402
 from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.tables import Job, JobStatus  # noqa: E402
 from archsearch.jobs.platform.db import transaction  # noqa: E402
@@ -472,6 +473,7 @@ def main() -> None:
     parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/12")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    flush_denormals()  # as every thread that runs jobs does
     with tempfile.TemporaryDirectory(prefix="archsearch-bench-engine-") as home:
         if args.worker:
             bench_services(args.database_url, Path(home)).engine.dispose()

@@ -20,6 +20,13 @@ difference favours the claim by more than the larger std, "weak" when it favours
 less, "does not hold" otherwise.
 
 Run: python bench/fidelity.py [--quick]   (about 20 minutes on 2 cores; --quick: a smoke run)
+
+`--section5` runs instead the weight-free paper's own experiment (section 5: binary tasks
+between class groups, three small training sets, AUC, the rows bin, bin -> real, real (R+),
+real, random, agnostic; median and quartiles over `--seeds` seeds), see `bench/_section5.py`.
+`--class-split` runs the transfer of a pruned architecture between class splits (0-4 -> 5-9
+of MNIST and Fashion-MNIST; learned vs random-per-layer vs magnitude masks), see
+`bench/_class_split.py`.
 """
 
 from __future__ import annotations
@@ -40,9 +47,13 @@ import torch
 # Measure this checkout, whatever copy of the project is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _class_split as class_split  # noqa: E402  (beside this script)
+import _section5 as section5  # noqa: E402
+
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
 from archsearch.core.methods import get_method
+from archsearch.core.training import flush_denormals
 from archsearch.specs import DatasetRef, parse_job_spec
 
 DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
@@ -240,6 +251,7 @@ def _task(
 ) -> tuple[int, str, int, str, tuple[float, float], float]:
     claim_index, dataset, seed, side, scale = args
     torch.set_num_threads(1)
+    flush_denormals()  # as every thread that runs jobs does
     claim = CLAIMS[claim_index]
     start = time.perf_counter()
     value = (claim.a if side == "a" else claim.b)(dataset, seed, scale)
@@ -271,11 +283,66 @@ def verdict(
     return f"{diff:+.3f}", word
 
 
+def _section5_cell(args: tuple[str, int, int]) -> tuple[str, int, dict[str, float]]:
+    dataset, size, seed = args
+    return dataset, size, section5.one_cell(dataset, size, seed, DATA_DIRS)
+
+
+def run_section5(seeds: int, workers: int) -> None:
+    """Seed by seed (every cell of a seed before the next seed), so that a run stopped with
+    Ctrl-C still prints a table over the seeds it completed for every cell."""
+    tasks = [(d, n, s) for s in range(seeds) for d in section5.TASKS for n in section5.SIZES]
+    start = time.perf_counter()
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        for dataset, size, rows in pool.map(_section5_cell, tasks):
+            results.setdefault((dataset, size), []).append(rows)
+            print(f"done {dataset} n={size} seed {len(results[dataset, size]) - 1}", flush=True)
+    except KeyboardInterrupt:
+        print("stopped: the table covers the seeds completed in every cell", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    done = min(len(runs) for runs in results.values())
+    section5.print_table(
+        {key: runs[:done] for key, runs in results.items()}, time.perf_counter() - start
+    )
+
+
+def _class_split_cell(args: tuple[str, float, int]) -> tuple[str, float, dict[str, float]]:
+    dataset, density, seed = args
+    return dataset, density, class_split.one_cell(dataset, density, seed, DATA_DIRS)
+
+
+def run_class_split(seeds: int, workers: int) -> None:
+    tasks = [
+        (d, density, s)
+        for d in class_split.DATASETS
+        for density in class_split.DENSITIES
+        for s in range(seeds)
+    ]
+    start = time.perf_counter()
+    results: dict[tuple[str, float], list[dict[str, float]]] = {}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for dataset, density, rows in pool.map(_class_split_cell, tasks):
+            results.setdefault((dataset, density), []).append(rows)
+    class_split.print_table(results, time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny subsets, 1 epoch: a smoke run")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--section5", action="store_true", help="the weight-free paper's own run")
+    parser.add_argument("--class-split", action="store_true", help="transfer 0-4 -> 5-9")
+    parser.add_argument("--seeds", type=int, default=5, help="--section5 / --class-split seeds")
     args = parser.parse_args()
+    if args.section5:
+        run_section5(args.seeds, args.workers)
+        return
+    if args.class_split:
+        run_class_split(args.seeds, args.workers)
+        return
     scale = QUICK if args.quick else FULL
     seeds = SEEDS[:1] if args.quick else SEEDS
     tasks = [

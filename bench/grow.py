@@ -45,6 +45,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.growth import layer_step, solver
 from archsearch.core.methods import get_method
+from archsearch.core.training import flush_denormals
 from archsearch.specs import GrowJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 
@@ -244,6 +245,7 @@ def main() -> None:
     parser.add_argument("--part", choices=("defaults", "peers", "all"), default="all")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small nets; the machine is shared
+    flush_denormals()  # as every thread that runs jobs does
     started = time.perf_counter()
     if args.part in ("defaults", "all"):
         print(f"before: {BEFORE}; after: the job's defaults; roundoff: {ROUNDOFF}")

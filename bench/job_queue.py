@@ -21,6 +21,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -28,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -98,6 +99,80 @@ def claim_scaling(repeats: int, sizes: list[int]) -> list[tuple[int, float]]:
         procs.drop_database(name)
 
 
+BARE_POP = """
+UPDATE jobs SET status = 'running', worker = :worker, attempts = attempts + 1
+WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
+            ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+
+
+def bare_pop(session, worker: str) -> uuid.UUID | None:  # type: ignore[no-untyped-def]
+    return session.execute(text(BARE_POP), {"worker": worker}).scalar_one_or_none()
+
+
+CLAIM_SETTINGS = Settings()  # built once, as a worker builds its settings
+
+
+def scheduler_claim(session, worker: str) -> uuid.UUID | None:  # type: ignore[no-untyped-def]
+    return claim_next(session, worker, Offer("cpu"), CLAIM_SETTINGS)
+
+
+def claims_per_second(sessions, claim, claimers: int, seconds: float) -> float:  # type: ignore[no-untyped-def]
+    """`claimers` threads, each its own connection and one transaction per claim, claiming
+    for `seconds`: claims committed per second."""
+    start, counts = threading.Barrier(claimers + 1), [0] * claimers
+    deadline = [0.0]
+
+    def claimer(index: int) -> None:
+        start.wait()
+        while time.perf_counter() < deadline[0]:
+            with transaction(sessions) as session:
+                assert claim(session, f"bench-{index}") is not None, "the queue ran dry"
+            counts[index] += 1
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(claimers)]
+    for thread in threads:
+        thread.start()
+    began = time.perf_counter()
+    deadline[0] = began + seconds
+    start.wait()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / (time.perf_counter() - began)
+
+
+def claim_throughput(claimers: list[int], seconds: float, rounds: int) -> None:
+    """The scheduler's claim against a bare SKIP LOCKED pop, interleaved, on one database
+    of 50 users in 5 teams (no quotas: the server's defaults) and 3 priorities."""
+    name = f"archsearch_qbench_{uuid.uuid4().hex[:8]}"
+    url = procs.create_database(name)
+    try:
+        upgrade(url)
+        pool = max(claimers)
+        engine = create_engine(make_engine(url).url, pool_size=pool, max_overflow=0)
+        sessions = make_session_factory(engine)
+        seed_people(sessions)
+        add_queued(sessions, 60_000 if max(claimers) > 8 else 20_000, 0)
+        arms = {"claim": scheduler_claim, "bare pop": bare_pop}
+        print(f"claims/s, {seconds:.0f} s per arm, rounds {rounds}, interleaved (PostgreSQL):")
+        print(f"  {'claimers':>8}  {'claim/s':>8}  {'pop/s':>8}  {'claim/pop':>9}  spread")
+        for n in claimers:
+            rates: dict[str, list[float]] = {arm: [] for arm in arms}
+            for r in range(rounds):
+                for arm in list(arms)[r % 2 :] + list(arms)[: r % 2]:
+                    rates[arm].append(claims_per_second(sessions, arms[arm], n, seconds))
+            ratios = sorted(c / p for c, p in zip(rates["claim"], rates["bare pop"], strict=True))
+            print(
+                f"  {n:>8}  {statistics.median(rates['claim']):8.0f}  "
+                f"{statistics.median(rates['bare pop']):8.0f}  {statistics.median(ratios):8.2f}x"
+                f"  {ratios[0]:.2f}-{ratios[-1]:.2f}"
+            )
+        engine.dispose()
+    finally:
+        procs.drop_database(name)
+
+
 def concurrent_latency(clients: int, jobs_per_client: int) -> list[tuple[float, float, str]]:
     """(submit -> running, running -> finished) in ms for every job."""
     name = f"archsearch_qbench_{uuid.uuid4().hex[:8]}"
@@ -163,7 +238,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer repeats, 1k/10k/30k")
     parser.add_argument("--latency-only", action="store_true")
+    parser.add_argument("--throughput-only", action="store_true")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per arm and round")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.throughput_only:
+        return claim_throughput([1, 8, 64], args.seconds, args.rounds)
     if args.latency_only:
         return report_latency(concurrent_latency(clients=8, jobs_per_client=2))
     sizes = [1_000, 10_000, 30_000] if args.quick else [1_000, 10_000, 100_000]
@@ -175,6 +255,7 @@ def main() -> None:
         print(f"  {size:>12,}  {seconds * 1000:7.2f}  {seconds / base:14.2f}")
     verdict = "met" if scaling[-1][1] / base <= 1.5 else "MISSED"
     print(f"  target: ratio at {sizes[-1]:,} <= 1.5: {verdict}")
+    claim_throughput([1, 8, 64], args.seconds, 2 if args.quick else args.rounds)
     report_latency(concurrent_latency(clients=8, jobs_per_client=2 if args.quick else 5))
 
 

@@ -1,4 +1,4 @@
-"""Benchmark of the prune / transfer methods (issues 5 and 11), printed as tables.
+"""Benchmark of the prune / transfer methods printed as tables.
 
 1. Temperature ablation of "Differentiable Architecture Pruning" (Figure 1, section 4.1) at
    the engine's defaults: t_soft in {t_hard, t_hard/10, t_hard/100}, density 0.1, on digits
@@ -36,7 +36,7 @@ from archsearch.core.methods import prune, train, transfer  # noqa: E402
 from archsearch.core.models import Architecture  # noqa: E402
 from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
 from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
-from archsearch.core.training import evaluate, seed_everything  # noqa: E402
+from archsearch.core.training import evaluate, flush_denormals, seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
 DATA_DIRS = (REPO.parent / "shared" / "datasets",)
@@ -355,6 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--adapt-rate", type=float, default=None, help="AP penalty controller")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the machine is shared
+    flush_denormals()  # as every thread that runs jobs does
     if args.adapt_rate is not None:
         PENALTY["adapt_rate"] = args.adapt_rate
     start = time.perf_counter()

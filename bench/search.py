@@ -33,7 +33,7 @@ from archsearch.core.methods import get_method
 from archsearch.core.methods.search import train_wiring
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import searchable_edges
-from archsearch.core.training import evaluate, seed_everything
+from archsearch.core.training import evaluate, flush_denormals, seed_everything
 from archsearch.specs import SearchJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
@@ -190,6 +190,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smaller, faster run")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    flush_denormals()  # as every thread that runs jobs does
     reps = 3 if args.quick else 7
 
     print("== 1. training-step cost: DNW (straight-through top-k) / complete graph (dense) ==")

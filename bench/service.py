@@ -11,8 +11,8 @@ Starts, on this machine: a fresh PostgreSQL database, `archsearch api`, one idle
    disk (`_bare_app.py`), interleaved rounds: the last job's largest artifact (~200 kB,
    where per-request work shows) and a 16 MiB file recorded as an artifact of that job
    (where streaming shows), as downloads/s and MiB/s; and HEAD of the small one.
-Targets: median submit-to-running < 100 ms; throughput ratio >= 0.5 (issue 2); downloads
->= 0.9x the bare FileResponse (issue 16).
+Targets: median submit-to-running < 100 ms; throughput ratio >= 0.5; downloads
+>= 0.9x the bare FileResponse.
 
     python bench/service.py [--jobs 50] [--seconds 3] [--rounds 5]
 """

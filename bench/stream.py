@@ -1,5 +1,5 @@
 """Live streams benchmark: 200 clients following running jobs over SSE, side by side with
-200 clients polling `GET /v1/jobs/{id}` once a second (issue 13).
+200 clients polling `GET /v1/jobs/{id}` once a second.
 
 Starts, on this machine: a fresh PostgreSQL database and `archsearch api` (team mode: every
 request carries a token). `--jobs` jobs are submitted through the API and claimed by a
@@ -213,10 +213,29 @@ def start_jobs(api: str, headers: dict[str, str], database_url: str, n: int) -> 
     return ids
 
 
+def write_history(database_url: str, job_ids: list[uuid.UUID], steps: int) -> None:
+    """`steps` points per job already stored, as a job that has run for `steps` seconds."""
+    if not steps:
+        return
+    engine = make_engine(database_url)
+    with transaction(make_session_factory(engine)) as session:
+        for job_id in job_ids:
+            points = [(step, "loss", 1.0 / step) for step in range(1, steps + 1)]
+            repository.record_metrics(session, job_id, points)
+            repository.record_progress(session, job_id, steps, TOTAL_STEPS, {"loss": 1.0 / steps})
+    engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="steps each job has already reported before the clients connect (a long job)",
+    )
     args = parser.parse_args()
     name = f"archsearch_bench_{uuid.uuid4().hex[:8]}"
     pg_url = procs.create_database(name)
@@ -227,7 +246,8 @@ def main() -> None:
         headers = {"Authorization": f"Bearer {procs.user_with_token(pg_url)}"}
         api_proc, api = start_api(pg_url, name, tmp)
         job_ids = start_jobs(api, headers, pg_url, args.jobs)
-        writer = Writer(pg_url, job_ids, first_step=0)
+        write_history(pg_url, job_ids, args.history)
+        writer = Writer(pg_url, job_ids, first_step=args.history)
         writer.start()
         ids, pid = [str(j) for j in job_ids], api_proc.popen.pid
         results = {
@@ -258,7 +278,10 @@ def start_api(pg_url: str, name: str, tmp: Path) -> tuple[procs.Proc, str]:
 
 
 def report(results: dict[str, Phase], args: argparse.Namespace) -> None:
-    print(f"{args.jobs} clients, one per running job; a point per job per second; {args.seconds} s")
+    print(
+        f"{args.jobs} clients, one per running job; a point per job per second; {args.seconds} s; "
+        f"jobs {args.history} steps old when the clients connect"
+    )
     header = ("", "points", "missed", "p50 ms", "p99 ms", "polls/s", "API CPU ms/s per client")
     print("{:8} {:>7} {:>6} {:>8} {:>8} {:>8} {:>24}".format(*header))
     for kind, phase in results.items():

@@ -1,4 +1,4 @@
-"""Study benchmark (issue 12): the `best-small-model` preset through the service, and what
+"""Study benchmark: the `best-small-model` preset through the service, and what
 a study costs over the same jobs submitted one by one.
 
 1. A fresh PostgreSQL database, `archsearch api` and `--workers` Celery workers. For each

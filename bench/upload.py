@@ -1,4 +1,4 @@
-"""Upload benchmark (issue 15): the API's peak memory and the latency of other requests
+"""Upload benchmark: the API's peak memory and the latency of other requests
 while datasets at the limits are uploaded.
 
 Starts, on this machine, a fresh PostgreSQL database and one `archsearch api` process whose

@@ -35,7 +35,7 @@ ALLOWED_LOCAL_IMPORTS = {
     ("archsearch/jobs/runtime/runner.py", "archsearch.jobs.runtime.executor"),
     # ... and the torch thread count is set then too (device.py imports torch).
     ("archsearch/jobs/runtime/runner.py", "archsearch.jobs.runtime.device"),
-    # boto3 costs every process 8 MB resident (issue 16); only an s3:// store needs it.
+    # boto3 costs every process 8 MB resident; only an s3:// store needs it.
     ("archsearch/jobs/platform/objects/__init__.py", "archsearch.jobs.platform.objects.s3"),
 }
 

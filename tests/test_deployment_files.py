@@ -1,5 +1,5 @@
 """docker-compose.yml cannot be started here (no Docker engine), so its consistency with the
-settings and the CLI, and its safe defaults (issue 15), are checked on the parsed files."""
+settings and the CLI, and its safe defaults, are checked on the parsed files."""
 
 from __future__ import annotations
 
@@ -65,6 +65,8 @@ FILLED_ENV = {
     **env_file(ENV_EXAMPLE),
     **{name: f"filled-{name.lower().replace('_', '-')}" for name in SECRETS},
 }
+# The API refuses a session secret shorter than 32 characters at start.
+FILLED_ENV["SESSION_SECRET"] = "filled-session-secret-of-forty-characters"
 FILLED = interpolate(COMPOSE, FILLED_ENV)
 FILLED_SERVICES = FILLED["services"]
 

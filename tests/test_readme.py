@@ -1,4 +1,4 @@
-"""Every bash and python snippet of the README runs as written.
+"""Every fenced snippet of the README runs as written, or is checked for what it claims.
 
 The snippets run in README order in one scratch folder, against real servers: an embedded
 `archsearch serve`, and for the team section a real API and Celery worker on a fresh
@@ -6,6 +6,10 @@ PostgreSQL database and Redis. The only thing a test changes is where they point
 server's port comes from ARCHSEARCH_URL / ARCHSEARCH_PORT (free ports, as a user with
 8000 taken would do), and in python the address `http://127.0.0.1:8000` is that URL. The
 `pip install` lines are not executed; their extras are checked against pyproject.toml.
+`console` fences run their `$ ` lines (the output lines shown are not compared). The `py`
+fences run in test_readme_deploy.py, the `sh` fence (Kubernetes) is checked against the
+manifests in tests/k8s; the `dotenv` fence names settings that exist; the `text` fence is
+the layout, whose folders exist.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from archsearch.jobs.platform.settings import Settings
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 from tests.embedded import start_embedded
 from tests.service import procs
@@ -28,7 +33,8 @@ from tests.service import procs
 pytestmark = pytest.mark.slow
 
 README = (REPO_ROOT / "README.md").read_text()
-SNIPPETS = re.findall(r"```(bash|python)\n(.*?)```", README, re.DOTALL)
+FENCES = re.findall(r"^```(\w*)\n(.*?)^```", README, re.DOTALL | re.MULTILINE)
+SNIPPETS = [(language, text) for language, text in FENCES if language in ("bash", "python")]
 DEFAULT_URL = "http://127.0.0.1:8000"
 TEAM_COMMANDS = ("archsearch db upgrade", "archsearch admin")
 
@@ -48,10 +54,42 @@ def snippets(kind: str) -> list[str]:
     return out
 
 
+def fences(language: str) -> list[str]:
+    return [text for kind, text in FENCES if kind == language]
+
+
 def test_every_snippet_is_covered() -> None:
     counts = {kind: len(snippets(kind)) for kind in ("install", "team", "bash", "python")}
     assert sum(counts.values()) == len(SNIPPETS)
-    assert counts == {"install": 2, "team": 2, "bash": 1, "python": 2}
+    assert counts == {"install": 2, "team": 2, "bash": 2, "python": 2}
+    languages = {kind: len(fences(kind)) for kind, _ in FENCES}
+    # Every fence has a language, and each language is run or checked by a test here.
+    # `sh` is the Kubernetes bootstrap, checked against the manifests in tests/k8s.
+    expected = {"bash": 6, "python": 2, "console": 1, "dotenv": 1, "py": 2, "text": 1, "sh": 1}
+    assert languages == expected
+
+
+def console_commands(text: str) -> str:
+    """The `$ ` lines of a console fence, as one script."""
+    return "\n".join(line[2:] for line in text.splitlines() if line.startswith("$ "))
+
+
+def test_the_dotenv_fence_names_real_settings() -> None:
+    (text,) = fences("dotenv")
+    names = re.findall(r"^([A-Z0-9_]+)=", text, re.MULTILINE)
+    settings = {f"ARCHSEARCH_{name.upper()}" for name in Settings.model_fields}
+    for name in names:
+        assert name in settings or name.startswith("AWS_"), name
+    for mentioned in re.findall(r"ARCHSEARCH_[A-Z0-9_]+", text):
+        assert mentioned in settings, mentioned
+
+
+def test_the_layout_names_folders_that_exist() -> None:
+    (text,) = fences("text")
+    for folder in re.findall(r"^ *([a-z_]+)/ ", text, re.MULTILINE):
+        assert any((base / folder).is_dir() for base in (REPO_ROOT, REPO_ROOT / "archsearch")), (
+            folder
+        )
 
 
 def test_the_install_lines_name_the_right_extras() -> None:
@@ -67,14 +105,14 @@ def test_the_install_lines_name_the_right_extras() -> None:
     assert any(requirement.startswith("pytest") for requirement in extras["dev"])
 
 
-def run_bash(script: str, cwd: Path, env: dict[str, str]) -> str:
+def run_bash(script: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=cwd,
         env={**os.environ, **env},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     assert result.returncode == 0, f"{script}\n{result.stdout}\n{result.stderr}"
     return result.stdout
@@ -91,7 +129,7 @@ def embedded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_the_client_snippets_run_against_an_embedded_server(
     embedded_url: str, tmp_path: Path
 ) -> None:
-    (first_job,) = snippets("bash")
+    first_job, _ = snippets("bash")
     shown = run_bash(first_job, tmp_path, {"ARCHSEARCH_URL": embedded_url})
     assert "succeeded" in shown
     assert {"spec.json", "model.safetensors", "architecture.json"} <= {
@@ -108,6 +146,20 @@ def test_the_client_snippets_run_against_an_embedded_server(
         if code is not rebuild:
             assert result.stdout.startswith("succeeded "), result.stdout
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+@pytest.mark.timeout(1200)
+def test_the_study_example_runs_as_written(embedded_url: str, tmp_path: Path) -> None:
+    """The study's file, then the console fence's commands: a dry run, the study, its table
+    once it has ended, and its results."""
+    _, study_file = snippets("bash")
+    (study,) = fences("console")
+    script = study_file + console_commands(study)
+    shown = run_bash(script, tmp_path, {"ARCHSEARCH_URL": embedded_url}, timeout=1100)
+    assert "8 jobs" in shown and "Nothing was queued" in shown  # the dry run
+    assert "finished" in shown and "grow-p" in shown  # the status table of the ended study
+    folder = next(tmp_path.glob("study-*"))
+    assert {"results.csv", "report.md"} <= {p.name for p in folder.iterdir()}
 
 
 @pytest.fixture()

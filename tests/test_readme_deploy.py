@@ -1,4 +1,4 @@
-"""The README's deployment snippets run as written (issue 14), on real job downloads.
+"""The README's deployment snippets run as written, on real job downloads.
 
 An embedded `archsearch serve` runs a prune job of an MLP and one of a CNN on MNIST (small
 subsets: the snippets check reproduction, not accuracy); their artifacts are downloaded with

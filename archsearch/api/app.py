@@ -9,12 +9,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from archsearch.api.auth import current_principal, new_token_cache
+from archsearch.api.auth import api_principal, current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
+from archsearch.api.headers import NoSniff
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.openapi import serve_portable_openapi
+from archsearch.api.query_params import reject_unknown_query
 from archsearch.api.routes import (
     artifacts,
     datasets,
@@ -33,6 +35,7 @@ from archsearch.api.served_files import RecentArtifacts
 from archsearch.api.signing import SessionSigner
 from archsearch.api.state import AppState
 from archsearch.api.storable import reject_unstorable_text
+from archsearch.api.throttle import AuthThrottle
 from archsearch.api.upload_slots import UploadSlots
 from archsearch.api.web import pages
 from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
@@ -72,6 +75,7 @@ def new_state(services: Services, enqueuer: Enqueuer) -> AppState:
         metrics_registry=metrics_registry(services),
         upload_slots=UploadSlots(services.settings),
         recent_artifacts=RecentArtifacts(),
+        auth_throttle=AuthThrottle(services.settings.auth_failures_per_minute),
     )
 
 
@@ -96,17 +100,25 @@ def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextMana
 def include_routes(app: FastAPI) -> None:
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
-    v1_dependencies = [Depends(current_principal), Depends(reject_unstorable_text)]
+    # A query parameter no route reads is refused (422) rather than silently ignored.
+    v1_dependencies = [
+        Depends(api_principal),
+        Depends(reject_unstorable_text),
+        Depends(reject_unknown_query),
+    ]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
     routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
     for module in routers:
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
-    app.include_router(health.router)
+    app.include_router(health.router, dependencies=[Depends(reject_unknown_query)])
     # The dashboard: pages at / and their assets, served by this process.
     pages.mount(app)
-    # Authenticated, not under /v1: Prometheus scrapes /metrics; only admins may read it.
+    # Authenticated, not under /v1: Prometheus scrapes /metrics with an admin user's
+    # `metrics` token (or an `admin` one).
     app.include_router(
-        metrics.router, dependencies=[Depends(current_principal)], responses=ERROR_RESPONSES
+        metrics.router,
+        dependencies=[Depends(current_principal), Depends(reject_unknown_query)],
+        responses=ERROR_RESPONSES,
     )
 
 
@@ -117,5 +129,6 @@ def add_middleware(app: FastAPI, state: AppState) -> None:
         upload_max_bytes=settings.upload_max_bytes,
         json_max_bytes=settings.json_max_bytes,
     )
+    app.add_middleware(NoSniff)
     # Added last, so outermost: it also counts requests the body limit refuses.
     app.add_middleware(HttpMetrics, figures=HttpFigures(state.metrics_registry))

@@ -13,8 +13,9 @@ from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import ServicesDep, app_state
+from archsearch.api.deps import AuthThrottleDep, ServicesDep, app_state
 from archsearch.api.signing import WebSession
+from archsearch.api.throttle import AuthThrottle, client_address
 from archsearch.api.web.session import (
     check_csrf,
     principal_for_session,
@@ -22,6 +23,7 @@ from archsearch.api.web.session import (
 )
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.accounts.tokens import token_digest
+from archsearch.jobs.domain.errors import Unauthenticated
 
 TOKEN_CACHE_SECONDS = 5.0
 TOKEN_CACHE_SIZE = 10_000
@@ -33,7 +35,9 @@ def new_token_cache() -> TTLCache[str, Principal]:
     return TTLCache(maxsize=TOKEN_CACHE_SIZE, ttl=TOKEN_CACHE_SECONDS)
 
 
-async def current_principal(request: Request, services: ServicesDep) -> Principal:
+async def current_principal(
+    request: Request, services: ServicesDep, throttle: AuthThrottleDep
+) -> Principal:
     if not services.settings.tokens_required:
         return LOCAL_USER
     header = request.headers.get("authorization") or ""
@@ -41,27 +45,47 @@ async def current_principal(request: Request, services: ServicesDep) -> Principa
         # The dashboard's session cookie (api/web/session.py): CSRF-checked, then the same
         # token row as a bearer token, behind the same cache.
         check_csrf(request, request.method, web)
-        return await _cached(request, services, web.principal_key, header, web)
+        return await _cached(request, services, web.principal_key, header, web, throttle)
     # The secret itself is never kept in memory: the cache is keyed by its digest.
-    return await _cached(request, services, token_digest(header), header, None)
+    return await _cached(request, services, token_digest(header), header, None, throttle)
 
 
 async def _cached(
-    request: Request, services: ServicesDep, key: str, header: str, web: WebSession | None
+    request: Request,
+    services: ServicesDep,
+    key: str,
+    header: str,
+    web: WebSession | None,
+    throttle: AuthThrottle,
 ) -> Principal:
     cache = app_state(request).token_cache
     if (principal := cache.get(key)) is not None:
-        return principal
-    async with services.async_reader.connect() as connection:
-        principal = await connection.run_sync(
-            lambda conn: (
-                authenticate(Session(bind=conn), header)
-                if web is None
-                else principal_for_session(Session(bind=conn), web)
+        return principal  # a token known good is never throttled
+    address, token = client_address(request), "" if web is not None else header
+    presented = bool(header.strip()) or web is not None  # no credentials is no guess
+    if presented:
+        throttle.check(address, token)
+    try:
+        async with services.async_reader.connect() as connection:
+            principal = await connection.run_sync(
+                lambda conn: (
+                    authenticate(Session(bind=conn), header)
+                    if web is None
+                    else principal_for_session(Session(bind=conn), web)
+                )
             )
-        )
+    except Unauthenticated:
+        if presented:
+            throttle.failed(address, token)
+        raise
     cache[key] = principal
     return principal
 
 
 CurrentUser = Annotated[Principal, Depends(current_principal)]
+
+
+async def api_principal(principal: CurrentUser) -> Principal:
+    """The caller of a /v1 route: any token but a `metrics` one, which reads /metrics only."""
+    principal.require("read")
+    return principal

@@ -32,6 +32,7 @@ from archsearch.api.streaming import (
     Shown,
     TickReads,
     by_job,
+    metric_frames,
     progress_of,
     sse_frame,
     state_of,
@@ -41,7 +42,7 @@ from archsearch.jobs.domain.jobs import streams_repository
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import EventPublic, JobPublic
-from archsearch.schemas.streams import StreamMetric, StreamPosition, StreamProgress
+from archsearch.schemas.streams import StreamPosition, StreamProgress
 
 log = logging.getLogger(__name__)
 
@@ -194,12 +195,7 @@ class Broadcaster:
 
     def _send_job(self, watch: JobWatch, reads: TickReads) -> None:
         row = reads.rows.get(watch.job_id)
-        frames = []
-        for point in reads.metrics.get(watch.job_id, ()):
-            if point.seq > watch.metric_seq:
-                watch.metric_seq = point.seq
-                data = StreamMetric(step=point.step, name=point.name, value=point.value)
-                frames.append(sse_frame("metric", data.model_dump_json(), watch.position))
+        frames = [metric_frames(watch, reads.metrics.get(watch.job_id, ()))]
         for event in reads.events.get(watch.job_id, ()):
             if event.id > watch.event_id:
                 watch.event_id = event.id

@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.state import AppState
+from archsearch.api.throttle import AuthThrottle
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
@@ -67,6 +68,11 @@ async def get_store(services: ServicesDep) -> ArtifactStore:
     return services.store
 
 
+async def get_auth_throttle(request: Request) -> AuthThrottle:
+    return app_state(request).auth_throttle
+
+
+AuthThrottleDep = Annotated[AuthThrottle, Depends(get_auth_throttle)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]

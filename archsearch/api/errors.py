@@ -7,7 +7,8 @@ built through `schemas.errors.ErrorBody`, so the typed client parses all of them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from archsearch.api.throttle import TooManyAttempts
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.errors import (
     Busy,
@@ -30,22 +32,30 @@ from archsearch.jobs.domain.errors import (
 )
 from archsearch.jobs.platform.db import DATABASE_REFUSED_INPUT, DATABASE_UNAVAILABLE
 from archsearch.jobs.platform.migrate import SchemaBehind
+from archsearch.jobs.platform.objects import StorageConfigError, StorageUnavailable
 from archsearch.schemas.errors import ErrorBody, FieldError
 from archsearch.specs import METHOD_NAMES, MODEL_NAMES
+
+log = logging.getLogger(__name__)
 
 # (exception type, HTTP status, error code); the first match wins.
 ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (Unauthenticated, 401, "unauthenticated"),
+    (TooManyAttempts, 429, "too_many_attempts"),
     (Forbidden, 403, "forbidden"),
     (NotFound, 404, "not_found"),
     (PreviewUnavailable, 404, "no_preview"),
     (InvalidTransition, 409, "invalid_state"),
     (InvalidCursor, 422, "invalid_cursor"),
     (TooLarge, 413, "too_large"),
-    (UserError, 422, "invalid_job"),
+    # Any value of the request the server refuses, whoever noticed it (the schema or a check
+    # against this deployment): one code, the detail names the field.
+    (UserError, 422, "invalid_request"),
     (QueueUnavailable, 503, "queue_unavailable"),
     (Busy, 503, "busy"),
     (SchemaBehind, 503, "schema_behind"),
+    (StorageUnavailable, 503, "storage_unavailable"),
+    (StorageConfigError, 503, "storage_misconfigured"),
     *((error, 503, "database_unavailable") for error in DATABASE_UNAVAILABLE),
     *((error, 422, "invalid_input") for error in DATABASE_REFUSED_INPUT),
 ]
@@ -53,6 +63,10 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
 # Errors of the database driver: their text names hosts and SQL, so the body says this.
 FIXED_DETAIL = {
     "database_unavailable": "the database is unreachable; retry after the Retry-After seconds",
+    "storage_unavailable": "the object store is unreachable; nothing was stored; retry after "
+    "the Retry-After seconds",
+    "storage_misconfigured": "the object store is misconfigured (a missing bucket or refused "
+    "credentials): an infrastructure problem for the administrator, see the server log",
     "invalid_input": "a value of the request cannot be stored (a NUL byte, or a number "
     "out of range)",
 }
@@ -95,8 +109,38 @@ def _error_field(err: dict[str, Any]) -> str:
     return field_path(loc)
 
 
+def _message(err: dict[str, Any]) -> str:
+    # pydantic prefixes what a validator raised with "Value error, ": the user wrote no
+    # Python; the validator's own sentence is the message.
+    return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
 def _validation_detail(exc: RequestValidationError) -> list[FieldError]:
-    return [FieldError(field=_error_field(err), message=err["msg"]) for err in exc.errors()]
+    return [FieldError(field=_error_field(err), message=_message(err)) for err in exc.errors()]
+
+
+def is_json_syntax_error(errors: Sequence[Any]) -> bool:
+    return bool(errors) and errors[0].get("type") == "json_invalid"
+
+
+def json_syntax_detail(body: bytes, error: Mapping[str, Any]) -> list[FieldError]:
+    """Where a body that is not JSON breaks, as line and column (the framework reports a
+    character offset, in the place of a field name)."""
+    offset = error["loc"][-1] if isinstance(error["loc"][-1], int) else 0
+    text = body.decode("utf-8", errors="replace")[:offset]
+    line, column = text.count("\n") + 1, offset - (text.rfind("\n") + 1) + 1
+    reason = error.get("ctx", {}).get("error", "not JSON")
+    message = f"malformed JSON at line {line}, column {column}: {reason}"
+    return [FieldError(field="body", message=message)]
+
+
+async def _body_or_empty(request: Request) -> bytes:
+    # Only a JSON body reaches a JSON syntax error, and it is read and kept by then; a
+    # stream read elsewhere (a multipart upload) must never turn a 422 into a 500.
+    try:
+        return await request.body()
+    except RuntimeError:
+        return b""
 
 
 def error_response(
@@ -125,14 +169,23 @@ def _status_headers(status: int) -> dict[str, str] | None:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if is_json_syntax_error(errors):
+            detail = json_syntax_detail(await _body_or_empty(request), errors[0])
+            return error_response("invalid_json", detail, 422)
         return error_response("invalid_request", _validation_detail(exc), 422)
 
     async def on_domain(_: Request, exc: Exception) -> JSONResponse:
         for error_type, status, code in ERROR_TABLE:
             if isinstance(exc, error_type):
+                if code in FIXED_DETAIL:  # the body hides the cause: the log keeps it
+                    log.warning("%s: %s: %s", code, type(exc).__name__, exc)
                 detail = _domain_detail(exc, code)
-                return error_response(code, detail, status, _status_headers(status))
+                headers = _status_headers(status)
+                if isinstance(exc, TooManyAttempts):
+                    headers = {"Retry-After": str(exc.retry_after)}
+                return error_response(code, detail, status, headers)
         raise exc
 
     async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

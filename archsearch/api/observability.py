@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -32,6 +33,8 @@ from archsearch.jobs.platform.services import Services
 
 # Job durations span seconds (digits) to days (a search on a GPU).
 RUN_SECONDS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+# The devices a job may ask for (`resources.device`): each has a queue sample, 0 when empty.
+JOB_DEVICES = ("auto", "cpu", "cuda")
 CLAIM_SECONDS = (0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0, 1800.0, 3600.0)
 
 
@@ -99,15 +102,7 @@ class JobsCollector(Collector):
             run = metrics_repository.run_seconds_by_method(session, RUN_SECONDS)
             claim = metrics_repository.claim_seconds_by_method(session, CLAIM_SECONDS)
         yield _gauge("archsearch_jobs", "jobs by status and method", ("status", "method"), jobs)
-        depth = [(device, n) for device, (n, _) in queued.items()]
-        yield _gauge("archsearch_queue_depth", "queued jobs by device", ("device",), depth)
-        ages = [(d, (now - oldest).total_seconds()) for d, (_, oldest) in queued.items()]
-        yield _gauge(
-            "archsearch_oldest_queued_age_seconds",
-            "age of the oldest queued job by device",
-            ("device",),
-            ages,
-        )
+        yield from _queue_gauges(now, queued)
         yield _gauge(
             "archsearch_workers_live",
             "worker processes seen within one lease, by device",
@@ -138,6 +133,21 @@ class JobsCollector(Collector):
             ("team", "device"),
             rows,
         )
+
+
+def _queue_gauges(now: datetime, queued: dict[str, tuple[int, datetime]]) -> Iterable[Metric]:
+    """Depth and oldest age by device; a device nobody waits for reads 0, not no sample,
+    so an alert on the age sees the queue drain instead of a series that vanished."""
+    devices = sorted({*JOB_DEVICES, *queued})
+    depth = [(d, queued[d][0] if d in queued else 0) for d in devices]
+    yield _gauge("archsearch_queue_depth", "queued jobs by device", ("device",), depth)
+    ages = [(d, (now - queued[d][1]).total_seconds() if d in queued else 0.0) for d in devices]
+    yield _gauge(
+        "archsearch_oldest_queued_age_seconds",
+        "age of the oldest queued job by device (0: none waits)",
+        ("device",),
+        ages,
+    )
 
 
 def _gauge(

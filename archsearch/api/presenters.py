@@ -7,12 +7,14 @@ why it waits, a worker's age, an upload's one-line summary) is computed here.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from archsearch.core.data.catalog import DatasetInfo
+from archsearch.jobs.domain.accounts import repository as accounts_repository
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.jobs import scheduler, worker_repository
@@ -29,11 +31,21 @@ def job_with_queue_state(session: Session, job: Any, settings: Settings) -> JobP
     `job` is an ORM Job or a plain row of the jobs table (the polling path reads rows).
     """
     public = JobPublic.model_validate(job)
+    public.owner_name = accounts_repository.user_names(session, [job.owner_id]).get(job.owner_id)
     if job.status == JobStatus.queued:
         public.queue_position = scheduler.queue_position(session, job)
         public.pending_reason = scheduler.pending_reason(
             session, job, settings, public.queue_position
         )
+    return public
+
+
+def jobs_with_owner_names(session: Session, jobs: Sequence[Any]) -> list[JobPublic]:
+    """Jobs as the wire shows them, each with its owner's user name (one query a page)."""
+    names = accounts_repository.user_names(session, (job.owner_id for job in jobs))
+    public = [JobPublic.model_validate(job) for job in jobs]
+    for item in public:
+        item.owner_name = names.get(item.owner_id) if item.owner_id else None
     return public
 
 

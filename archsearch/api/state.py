@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.served_files import RecentArtifacts
 from archsearch.api.signing import SessionSigner
+from archsearch.api.throttle import AuthThrottle
 from archsearch.api.upload_slots import UploadSlots
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.platform.broker import Enqueuer
@@ -30,3 +31,4 @@ class AppState:
     metrics_registry: CollectorRegistry
     upload_slots: UploadSlots
     recent_artifacts: RecentArtifacts
+    auth_throttle: AuthThrottle  # failed authentications per address and token prefix

@@ -1,4 +1,4 @@
-"""Live job streams (issue 13): the SSE frames, the clients' watches and what a tick read,
+"""Live job streams: the SSE frames, the clients' watches and what a tick read,
 fanned out from one shared poller per API process (`api/broadcast.py`).
 
 Why a poller, and not PostgreSQL LISTEN/NOTIFY or Redis pub/sub: the same code serves
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from archsearch.jobs.domain.jobs.streams_repository import MetricRow
 from archsearch.jobs.domain.tables import JobEvent
 from archsearch.schemas.jobs import JobPublic
-from archsearch.schemas.streams import StreamPosition
+from archsearch.schemas.streams import StreamMetric, StreamPosition
 
 RowT = TypeVar("RowT", MetricRow, JobEvent)
 
@@ -33,6 +33,10 @@ TICK_SECONDS = 0.25
 PING_SECONDS = 15.0  # proxies close connections idle for about a minute
 QUEUE_TICKS = 512  # how many ticks of frames a client may lag before it is dropped
 READ_LIMIT = 5000  # rows per kind and tick: a long backlog arrives over a few ticks
+# A new client of a job (no position) gets its current state and this many of its latest
+# metric points, not its whole history: one indexed read at connect, and the shared poller
+# reads on from there, so a late client of a long job costs the others nothing.
+RECENT_METRICS = 200
 # The jobs stream re-reads rows updated this long before the newest it saw: writers' clocks
 # and commit order differ a little; a row seen twice unchanged is not sent twice.
 LIST_OVERLAP = timedelta(seconds=5)
@@ -99,6 +103,18 @@ class TickReads:
     events: dict[uuid.UUID, list[JobEvent]]
     complete: bool  # every new row was read (no limit hit): a job may end on this tick
     publics: dict[uuid.UUID, JobPublic] = field(default_factory=dict)
+
+
+def metric_frames(watch: JobWatch, points: Sequence[MetricRow]) -> bytes:
+    """`metric` frames of `points` (oldest first) past the watch's position, which they
+    move on."""
+    frames = []
+    for point in points:
+        if point.seq > watch.metric_seq:
+            watch.metric_seq = point.seq
+            data = StreamMetric(step=point.step, name=point.name, value=point.value)
+            frames.append(sse_frame("metric", data.model_dump_json(), watch.position))
+    return b"".join(frames)
 
 
 def by_job(rows: Sequence[RowT]) -> dict[uuid.UUID, list[RowT]]:

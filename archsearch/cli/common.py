@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import NoReturn
 
 import click
@@ -15,9 +15,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from archsearch.client import DEFAULT_URL, ArchsearchClient, ClientError
+from archsearch.schemas.jobs import JobPublic
 
 console = Console()
 SHORT_ID = 8  # characters of a job id shown by `list`; more when two listed ids share them
+# Exit codes of `wait` / `submit --wait`: 1 the job did not succeed (also any error); 2 is
+# click's usage error; 3 it succeeded but carries a usefulness warning (a collapsed or
+# chance-level model): a script must not ship that result unread.
+EXIT_FAILED = 1
+EXIT_WARNINGS = 3
 
 url_option = click.option(
     "--url",
@@ -61,3 +67,26 @@ def unique_prefixes(ids: list[str], shortest: int = SHORT_ID) -> dict[str, str]:
             length += 1
         prefixes[job_id] = job_id[:length]
     return prefixes
+
+
+def compact_count(value: float | None) -> str:
+    """12_345 as `12.3k`, 2_500_000 as `2.5M`: a column of parameter counts stays narrow."""
+    if value is None:
+        return ""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.0f}"
+
+
+def duration_text(job: JobPublic) -> str:
+    """How long the run took (or has run so far): `42s`, `3m05s`, `1h02m`."""
+    if job.started_at is None:
+        return ""
+    end = job.finished_at or datetime.now(UTC)
+    seconds = int((end - job.started_at).total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, get_args
 
 import click
 from rich import box
@@ -20,9 +20,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from archsearch.cli.common import (
+    EXIT_FAILED,
+    EXIT_WARNINGS,
     SHORT_ID,
     client_for,
+    compact_count,
     console,
+    duration_text,
     fail,
     local_time,
     unique_prefixes,
@@ -34,7 +38,7 @@ from archsearch.cli.server_commands import WithServerCommands
 from archsearch.cli.specs import spec_problems, spec_schema
 from archsearch.cli.studies import study
 from archsearch.client import ArchsearchClient
-from archsearch.schemas.jobs import JobPublic
+from archsearch.schemas.jobs import JobPublic, JobSort
 from archsearch.schemas.logs import JobLogLinePublic
 
 
@@ -79,7 +83,15 @@ def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> 
 @click.option("--status", multiple=True, help="only jobs in this status (repeatable)")
 @click.option("--method", multiple=True, help="only jobs of this method (repeatable)")
 @click.option("--tag", multiple=True, help="only jobs carrying this tag (repeatable: all of them)")
-@click.option("--study", default=None, help="only the jobs of this study (its full id)")
+@click.option("--study", default=None, help="only the jobs of this study (id or unique prefix)")
+@click.option("--no-study-jobs", is_flag=True, help="leave out the jobs of studies")
+@click.option(
+    "--sort",
+    type=click.Choice(get_args(JobSort)),
+    default="-created_at",
+    show_default=True,
+    help="order by a column; a leading - sorts descending",
+)
 @click.option("--limit", default=20, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="print only the full ids, one a line")
 def list_(
@@ -88,32 +100,54 @@ def list_(
     method: tuple[str, ...],
     tag: tuple[str, ...],
     study: str | None,
+    no_study_jobs: bool,
+    sort: str,
     limit: int,
     quiet: bool,
 ) -> None:
-    """List jobs, newest first; any command takes the id shown (or the full id)."""
+    """List jobs (newest first, or --sort); any command takes the id shown (or the full id)."""
     with client_for(url) as client:
-        jobs = client.list_jobs(list(status), list(method), limit=limit, tag=tag, study=study).data
+        study_id = client.resolve_study_id(study) if study else None
+        jobs = client.list_jobs(
+            list(status),
+            list(method),
+            limit=limit,
+            tag=tag,
+            study=study_id,
+            sort=sort,
+            study_jobs=not no_study_jobs,
+        ).data
     if quiet:
         click.echo("".join(f"{job.id}\n" for job in jobs), nl=False)
         return
+    table = _jobs_table(jobs)
+    # Never fold a row, even in a narrow terminal or a pipe: ids and times are copied from it.
+    natural_width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    Console(width=max(console.width, natural_width)).print(table)
+
+
+def _jobs_table(jobs: list[JobPublic]) -> Table:
     short = unique_prefixes([str(job.id) for job in jobs])
     table = Table(box=box.SIMPLE)
-    for header in ("id", "method", "status", "progress", "test acc", "created"):
+    headers = ("id", "method", "status", "progress", "test acc", "params", "duration")
+    for header in (*headers, "study/arm", "owner", "created"):
         table.add_column(header, no_wrap=True)
     for job in jobs:
         acc = job.latest_metrics.get("test_accuracy")
+        study = f"{str(job.study_id)[:8]}/{job.study_arm or ''}" if job.study_id else ""
         table.add_row(
-            short[str(job.id)],
+            short[str(job.id)] + (" !" if job.warnings else ""),
             job.method,
             job.status,
             f"{job.progress:.0%}",
             "" if acc is None else f"{acc:.4f}",
+            compact_count(job.latest_metrics.get("parameters")),
+            duration_text(job),
+            study,
+            job.owner_name or ("" if job.owner_id is None else str(job.owner_id)[:8]),
             local_time(job.created_at),
         )
-    # Never fold a row, even in a narrow terminal or a pipe: ids and times are copied from it.
-    natural_width = Measurement.get(console, console.options.update_width(10_000), table).maximum
-    Console(width=max(console.width, natural_width)).print(table)
+    return table
 
 
 @main.command()
@@ -148,7 +182,9 @@ def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
     for warning in job.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning.message)} ({warning.code})")
     if job.status != "succeeded":
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
+    if job.warnings:
+        sys.exit(EXIT_WARNINGS)
     return job
 
 
@@ -156,7 +192,8 @@ def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
 @click.argument("job_id")
 @url_option
 def wait(job_id: str, url: str) -> None:
-    """Wait for a job with a progress bar; exit 1 unless it succeeds."""
+    """Wait for a job with a progress bar; exit 1 unless it succeeds, 3 if it succeeded with
+    a usefulness warning (collapsed or chance-level predictions)."""
     with client_for(url) as client:
         _wait_with_progress(client, client.get_job(client.resolve_job_id(job_id)))
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 from rich.table import Column, Table
 
-from archsearch.cli.common import client_for, console, url_option
+from archsearch.cli.common import client_for, console, unique_prefixes, url_option
 from archsearch.client import ArchsearchClient
-from archsearch.schemas.studies import Stat, StudyDetail
+from archsearch.schemas.studies import Stat, StudyDetail, StudyPlan
 
 
 @click.group()
@@ -22,14 +22,20 @@ def study() -> None:
 @study.command("submit")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--wait", is_flag=True, help="wait for the study to end, then print its table")
+@click.option(
+    "--dry-run", is_flag=True, help="print its jobs and the compute they take; queue nothing"
+)
 @url_option
-def submit(file: Path, wait: bool, url: str) -> None:
+def submit(file: Path, wait: bool, dry_run: bool, url: str) -> None:
     """Submit the study described in FILE (JSON); prints its id."""
     try:
         request = json.loads(file.read_text())
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"{file} is not JSON: {exc}", param_hint="FILE") from None
     with client_for(url) as client:
+        if dry_run:
+            _print_plan(client.plan_study(request))
+            return
         created = client.submit_study(request)
         console.print(str(created.id), highlight=False)
         if wait:
@@ -43,11 +49,13 @@ def list_studies(limit: int, url: str) -> None:
     """Studies, newest first, with their jobs by status."""
     with client_for(url) as client:
         studies = client.list_studies(limit)
+    # The same short ids as `archsearch list`: every study command takes them.
+    short = unique_prefixes([str(s.id) for s in studies])
     table = Table("id", "name", "status", "sampler", "jobs", "created")
     for s in studies:
         jobs = ", ".join(f"{n} {status}" for status, n in sorted(s.counts.items()))
         created = s.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
-        table.add_row(str(s.id), s.name, s.status, s.sampler or "-", jobs or "-", created)
+        table.add_row(short[str(s.id)], s.name, s.status, s.sampler or "-", jobs or "-", created)
     console.print(table)
 
 
@@ -90,6 +98,25 @@ def cancel(study_id: str, url: str) -> None:
     with client_for(url) as client:
         cancelled = client.cancel_study(study_id)
     console.print(f"study {cancelled.id}: cancel requested ({cancelled.counts})", highlight=False)
+
+
+def _print_plan(plan: StudyPlan) -> None:
+    table = Table("arm", "method", "jobs", "steps/job", "samples/job")
+    for arm in plan.arms:
+        table.add_row(
+            arm.label,
+            arm.method,
+            str(arm.jobs),
+            f"{arm.optimizer_steps:,}",
+            f"{arm.training_samples:,}",
+        )
+    console.print(table)
+    budget = f"budget {plan.budget_steps:,} steps a job; " if plan.budget_steps else ""
+    console.print(
+        f"{plan.name}: {plan.jobs} jobs; {budget}{plan.optimizer_steps:,} optimizer steps and "
+        f"{plan.training_samples:,} training samples in all. Nothing was queued.",
+        highlight=False,
+    )
 
 
 def _follow(client: ArchsearchClient, study_id: str) -> StudyDetail:

@@ -133,11 +133,14 @@ class ArchsearchClient(FollowingMixin, StudiesMixin, ModelsMixin):
         id_prefix: str | None = None,
         tag: Sequence[str] = (),
         study: JobRef | None = None,
+        sort: str = "-created_at",
+        study_jobs: bool = True,
     ) -> JobsPublic:
-        """A page of jobs, newest first; `tag` keeps the jobs carrying every tag given,
-        `study` the jobs of that study."""
+        """A page of jobs in `sort` order (newest first by default; `-test_accuracy`,
+        `duration`, ...); `tag` keeps the jobs carrying every tag given, `study` the jobs of
+        that study, `study_jobs=False` leaves out every study's jobs."""
         params: dict[str, Any] = {"limit": limit, "status": status or [], "method": method or []}
-        params["tag"] = list(tag)
+        params.update(tag=list(tag), sort=sort, study_jobs=str(study_jobs).lower())
         optional = {"cursor": cursor, "id_prefix": id_prefix, "study": study}
         params.update({name: str(value) for name, value in optional.items() if value})
         return self._get(JobsPublic, "/v1/jobs", params=params)

@@ -51,9 +51,9 @@ class ServerStoppedAnswering(ClientError):
 class AmbiguousJobId(ClientError):
     """A job id prefix that more than one of the caller's jobs starts with."""
 
-    def __init__(self, prefix: str, candidates: list[str]) -> None:
+    def __init__(self, prefix: str, candidates: list[str], kind: str = "job") -> None:
         super().__init__(
-            f"job id {prefix!r} is ambiguous: it starts {', '.join(candidates)}; "
+            f"{kind} id {prefix!r} is ambiguous: it starts {', '.join(candidates)}; "
             "give more characters"
         )
         self.prefix, self.candidates = prefix, candidates

@@ -1,4 +1,4 @@
-"""The client's study methods (issue 12), mixed into `ArchsearchClient`."""
+"""The client's study methods, mixed into `ArchsearchClient`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from archsearch.schemas.studies import StudiesPublic, StudyDetail, StudyPublic
+from archsearch.client.errors import AmbiguousJobId, ApiError, ClientError
+from archsearch.schemas.studies import StudiesPublic, StudyDetail, StudyPlan, StudyPublic
 
 StudyRef = str | uuid.UUID
 Model = TypeVar("Model", bound=BaseModel)
@@ -32,23 +33,53 @@ class StudiesMixin:
         response = self._send("POST", "/v1/studies", json=dict(request))
         return StudyPublic.model_validate_json(response.content)
 
-    def list_studies(self, limit: int = 100) -> list[StudyPublic]:
-        return self._get(StudiesPublic, "/v1/studies", params={"limit": limit}).data
+    def plan_study(self, request: Mapping[str, Any]) -> StudyPlan:
+        """A study's dry run: its jobs and their optimizer steps; nothing is queued."""
+        response = self._send("POST", "/v1/studies", json=dict(request), params={"dry_run": True})
+        return StudyPlan.model_validate_json(response.content)
+
+    def list_studies(self, limit: int = 100, id_prefix: str | None = None) -> list[StudyPublic]:
+        params: dict[str, Any] = {"limit": limit}
+        if id_prefix:
+            params["id_prefix"] = id_prefix
+        return self._get(StudiesPublic, "/v1/studies", params=params).data
+
+    def resolve_study_id(self, id_or_prefix: StudyRef) -> uuid.UUID:
+        """The full id of the caller's one study whose id starts with `id_or_prefix`, as
+        `resolve_job_id` does for jobs (a full id is taken as is, without a request)."""
+        if isinstance(id_or_prefix, uuid.UUID):
+            return id_or_prefix
+        try:
+            return uuid.UUID(id_or_prefix)
+        except ValueError:
+            pass
+        prefix = id_or_prefix.strip().lower()
+        hex_digits = prefix.replace("-", "")
+        if not hex_digits or any(c not in "0123456789abcdef" for c in hex_digits):
+            raise ClientError(f"{id_or_prefix!r} is not a study id nor the start of one")
+        matches = self.list_studies(limit=5, id_prefix=hex_digits)
+        if not matches:
+            raise ApiError(404, "not_found", f"no study id starts with {prefix!r}")
+        if len(matches) > 1:
+            raise AmbiguousJobId(prefix, [str(s.id) for s in matches], kind="study")
+        return matches[0].id
 
     def get_study(self, study_id: StudyRef) -> StudyDetail:
-        return self._get(StudyDetail, f"/v1/studies/{study_id}")
+        return self._get(StudyDetail, f"/v1/studies/{self.resolve_study_id(study_id)}")
 
     def cancel_study(self, study_id: StudyRef) -> StudyPublic:
-        response = self._send("POST", f"/v1/studies/{study_id}/cancel")
+        response = self._send("POST", f"/v1/studies/{self.resolve_study_id(study_id)}/cancel")
         return StudyPublic.model_validate_json(response.content)
 
     def study_artifact(self, study_id: StudyRef, name: str) -> bytes:
-        return self._send("GET", f"/v1/studies/{study_id}/artifacts/{name}").content
+        full_id = self.resolve_study_id(study_id)
+        return self._send("GET", f"/v1/studies/{full_id}/artifacts/{name}").content
 
     def download_study(self, study_id: StudyRef, folder: str | Path) -> list[Path]:
         """Every artifact of an ended study into `folder`."""
         target = Path(folder)
         target.mkdir(parents=True, exist_ok=True)
+        study_id = self.resolve_study_id(study_id)
         paths = []
         for name in self.get_study(study_id).artifacts:
             path = target / name
@@ -61,6 +92,7 @@ class StudiesMixin:
     ) -> StudyDetail:
         """Poll until the study ended and its artifacts are built (or `timeout` seconds)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        study_id = self.resolve_study_id(study_id)
         while True:
             study = self.get_study(study_id)
             if study.status in STUDY_ENDED and study.artifacts:

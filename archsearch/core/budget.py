@@ -1,4 +1,4 @@
-"""Counting what a job actually trains (issue 12, "Equal budget is measured, not assumed").
+"""Counting what a job actually trains.
 
 Every optimiser the engine trains weights with comes from `training.make_optimizer`, which
 passes it through `counted`: a step post-hook adds one to the running job's `Spend`. So
@@ -6,7 +6,10 @@ prune's fine-tuning, IMP's rounds, search's dense phase, grow's re-made optimise
 each growth and its timed baseline are all counted without a counter in any method. Prune's
 mask-logit optimiser steps on the same batches as the weights' and is not counted twice.
 Grow's statistics batches take no optimiser step: `count_statistics` reports them apart
-(`statistics_batches`, `statistics_samples`); budgets (`specs.budget`) do not charge them.
+(`statistics_batches`, `statistics_samples`). The second budget axis is the samples a run
+reads: `samples_seen` = the training batches' samples (`count_training_samples`, called by
+every loop that steps a counted optimiser) + the statistics samples; a study shows it beside
+the steps, so grow's statistics passes are charged, not free.
 
 `measured(run)` (applied by `core.methods.get_method`) opens a `Spend` for one method run
 and adds its counts to `Result.metrics`. The count travels in the job's checkpoints, so a
@@ -37,6 +40,7 @@ class Spend:
     optimizer_steps: int = 0
     statistics_batches: int = 0
     statistics_samples: int = 0
+    training_samples: int = 0
 
     def restore(self, saved: dict[str, int]) -> None:
         # A checkpoint holds the count at its save; later loads return older or equal counts.
@@ -44,7 +48,8 @@ class Spend:
             setattr(self, name, max(getattr(self, name), int(value)))
 
     def metrics(self) -> dict[str, float]:
-        return {name: float(value) for name, value in asdict(self).items()}
+        counts = {name: float(value) for name, value in asdict(self).items()}
+        return {**counts, "samples_seen": float(self.training_samples + self.statistics_samples)}
 
 
 # The running method's spend; a ContextVar so that concurrent runs in threads stay apart.
@@ -61,6 +66,13 @@ def counted(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     """`optimizer`, its every step charged to the running method (if any)."""
     optimizer.register_step_post_hook(_after_step)
     return optimizer
+
+
+def count_training_samples(samples: int) -> None:
+    """The samples of one training batch (the optimiser step itself is counted by its hook)."""
+    spend = _current.get()
+    if spend is not None:
+        spend.training_samples += samples
 
 
 def count_statistics(samples: int) -> None:

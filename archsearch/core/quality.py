@@ -59,7 +59,7 @@ def prediction_check(
 
     `counts`: the predicted-class counts on the test split when the caller's final
     evaluation already computed them (`training.evaluate_predictions`, `FitResult`); the
-    test split is then not run through the model a second time (issue 16).
+    test split is then not run through the model a second time.
     """
     if counts is None:
         counts = predicted_class_counts(model, data.x_test, device)

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from archsearch.core.budget import counted
+from archsearch.core import runlog
+from archsearch.core.budget import count_training_samples, counted
 from archsearch.core.context import RunContext
 from archsearch.core.data.inputs import Rows
 from archsearch.core.data.loaders import Dataset
@@ -29,8 +30,20 @@ LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metrics
 # Test passes run in batches of this many samples: at 2048, a neural graph's node states
 # (about 50 MB a block) leave the CPU caches and a pass took twice as long; an MLP's time
-# is the same at 512 (issue 16).
+# is the same at 512.
 EVAL_BATCH = 512
+
+
+def flush_denormals() -> bool:
+    """Flush subnormal floats to zero in the calling thread (and the threads it starts
+    afterwards, which inherit its floating-point state); False where the CPU cannot.
+
+    While prune masks are soft, `sigmoid(t_hard * w)` of negative logits and the products
+    `weight * mask` fall below float32's smallest normal number, and x86 matrix kernels slow
+    down sharply on such operands: a default prune job cost 5.4x plain dense training. The
+    flag is per thread (x86 MXCSR, ARM FPCR), so every thread that trains sets it.
+    """
+    return bool(torch.set_flush_denormal(True))
 
 
 def seed_everything(seed: int) -> None:
@@ -62,10 +75,10 @@ def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch
 def fusable(params: list[nn.Parameter]) -> bool | None:
     """True when torch's fused optimiser kernels can update `params` (one device, floats).
 
-    On a CPU, torch's default is the per-tensor loop (no foreach, no fused): the fused Adam
-    step of the default MLP measured 4x faster and the whole training loop about 30% faster
-    (issue 16). The update is the same formula; only float rounding may differ. None lets
-    torch choose (a mix of devices, or nothing to train).
+     On a CPU, torch's default is the per-tensor loop (no foreach, no fused): the fused Adam
+     step of the default MLP measured 4x faster and the whole training loop about 30% faster
+    . The update is the same formula; only float rounding may differ. None lets
+     torch choose (a mix of devices, or nothing to train).
     """
     devices = {p.device for p in params}
     if len(devices) != 1 or not all(p.is_floating_point() for p in params):
@@ -127,7 +140,7 @@ def evaluate_predictions(
     model: nn.Module, x: Rows, y: torch.Tensor, device: torch.device, batch_size: int = EVAL_BATCH
 ) -> tuple[float, float, torch.Tensor]:
     """`evaluate`, plus how many inputs the model assigns to each class (argmax counts), so
-    the collapse check after training (`core.quality`) needs no second test pass (issue 16)."""
+    the collapse check after training (`core.quality`) needs no second test pass."""
     was_training = model.training
     model.eval()
     loss_sum, correct, predicted = 0.0, 0, []
@@ -211,40 +224,62 @@ def fit(
     """
     hooks = hooks or TrainHooks()
     epochs = epochs or spec.epochs
-    device = ctx.device
-    model.to(device)
-    optimizer = make_optimizer(params if params is not None else model.parameters(), spec.optimizer)
+    model.to(ctx.device)
     per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lr_factor(spec.schedule, epochs, per_epoch)
-    )
+    optimizer, scheduler = _optimizer_and_schedule(model, params, spec, epochs, per_epoch)
     start_epoch, history = _restore(
         ctx.load_checkpoint(), phase, model, optimizer, scheduler, hooks
     )
     total, counts = epochs * per_epoch, None
+    runlog.phase_start(phase, start_epoch, epochs)
     for epoch in range(start_epoch, epochs):
         train_loss = _train_epoch(model, data, spec, ctx, optimizer, scheduler, hooks, epoch, total)
-        test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, device)
-        row = {
-            "epoch": float(epoch + 1),
-            "train_loss": train_loss,
-            "test_loss": test_loss,
-            "test_accuracy": test_acc,
-            "lr": optimizer.param_groups[0]["lr"],
-        }
-        row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
+        row, counts = _epoch_row(model, data, ctx.device, optimizer, hooks, epoch, train_loss)
         history.append(row)
+        runlog.epoch_line(phase, epoch + 1, epochs, row)
         ctx.report((epoch + 1) * per_epoch, total, **{k: v for k, v in row.items() if k != "epoch"})
         ctx.save_checkpoint(
             _checkpoint_state(phase, epoch + 1, history, model, optimizer, scheduler, hooks)
         )
     last = history[-1] if history else {}
-    return FitResult(
-        history,
-        last.get("test_loss", float("nan")),
-        last.get("test_accuracy", float("nan")),
-        None if hooks.after_epoch else counts,
-    )
+    nan = float("nan")
+    counts = None if hooks.after_epoch else counts
+    return FitResult(history, last.get("test_loss", nan), last.get("test_accuracy", nan), counts)
+
+
+def _optimizer_and_schedule(
+    model: nn.Module,
+    params: Iterable[nn.Parameter] | None,
+    spec: TrainingSpec,
+    epochs: int,
+    per_epoch: int,
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    optimizer = make_optimizer(params if params is not None else model.parameters(), spec.optimizer)
+    factor = lr_factor(spec.schedule, epochs, per_epoch)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _epoch_row(
+    model: nn.Module,
+    data: Dataset,
+    device: torch.device,
+    optimizer: torch.optim.Optimizer,
+    hooks: TrainHooks,
+    epoch: int,
+    train_loss: float,
+) -> tuple[dict[str, float], torch.Tensor]:
+    """The history row of a finished epoch (its test pass, the hook's own values) and the
+    predicted-class counts of that test pass."""
+    test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, device)
+    row = {
+        "epoch": float(epoch + 1),
+        "train_loss": train_loss,
+        "test_loss": test_loss,
+        "test_accuracy": test_acc,
+        "lr": optimizer.param_groups[0]["lr"],
+    }
+    row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
+    return row, counts
 
 
 def _checkpoint_state(
@@ -297,6 +332,7 @@ def _train_epoch(
         if spec.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
         optimizer.step()
+        count_training_samples(len(index))
         scheduler.step()
         means.add((hooks.after_step(step) if hooks.after_step else None) or {})
         loss_sum, count = loss_sum + value * len(index), count + len(index)

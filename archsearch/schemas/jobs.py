@@ -48,6 +48,22 @@ TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,63}$"
 Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN, max_length=64)]
 MAX_TAGS = 20
 
+# How `GET /v1/jobs` may order its page: a column of the runs table, `-` for descending.
+JobSort = Literal[
+    "created_at",
+    "-created_at",
+    "test_accuracy",
+    "-test_accuracy",
+    "parameters",
+    "-parameters",
+    "duration",
+    "-duration",
+    "status",
+    "-status",
+    "method",
+    "-method",
+]
+
 
 class WarningPublic(BaseModel):
     """Something a finished run wants the user to know, e.g. `collapsed_predictions`."""
@@ -78,6 +94,7 @@ class JobPublic(Public):
     finished_at: UtcDatetime | None
     updated_at: UtcDatetime
     owner_id: uuid.UUID | None
+    owner_name: str | None = None  # the submitting user's name (team mode)
     team_id: uuid.UUID | None
     priority: int
     device: str

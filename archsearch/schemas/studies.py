@@ -1,4 +1,4 @@
-"""Studies (issue 12): many jobs that compare methods at equal budget, as one resource.
+"""Studies: many jobs that compare methods at equal budget, as one resource.
 
 A study is a base spec, a budget, seeds, and arms (partial specs merged over the base), a
 grid over dotted spec paths, the `best-small-model` preset, or an adaptive sampler over
@@ -143,9 +143,18 @@ class ArmSummary(BaseModel):
     compact_bytes: Stat | None = None
     latency_ms: Stat | None = None
     optimizer_steps: Stat | None = None
+    samples_seen: Stat | None = Field(
+        default=None, description="training samples + growth statistics samples read"
+    )
     wall_clock_s: Stat | None = None
     budget_steps: int | None = None
+    budget_samples: int | None = Field(
+        default=None, description="the step budget in samples: steps x the arm's batch size"
+    )
     over_budget: bool = False
+    over_samples: bool = Field(
+        default=False, description="a job read more samples than the budget's steps hold"
+    )
     on_front: bool = False
     params: dict[str, Any] = Field(default_factory=dict, description="an adaptive trial's knobs")
 
@@ -185,3 +194,24 @@ class StudyDetail(StudyPublic):
 
 class StudiesPublic(BaseModel):
     data: list[StudyPublic]
+
+
+class PlannedArm(BaseModel):
+    """One arm of a study as it would be queued: its jobs and what each trains."""
+
+    label: str
+    method: str
+    jobs: int
+    optimizer_steps: int = Field(description="per job, every phase counted")
+    training_samples: int = Field(description="per job: optimizer steps x batch size")
+
+
+class StudyPlan(BaseModel):
+    """What a study expands into, before anything is queued (`?dry_run=true`)."""
+
+    name: str
+    jobs: int = Field(description="jobs the study would queue (adaptive: its trials)")
+    budget_steps: int | None = Field(description="the budget in optimizer steps per job")
+    optimizer_steps: int = Field(description="over every job: the compute it will take")
+    training_samples: int = Field(description="over every job: samples through the model")
+    arms: list[PlannedArm]

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from archsearch.jobs.domain.accounts import repository
 from archsearch.jobs.domain.accounts.service import issue_token
 from archsearch.jobs.domain.accounts.service import revoke_token as revoke
+from archsearch.jobs.domain.accounts.tokens import TOKEN_SCOPES
 from archsearch.jobs.domain.errors import Forbidden, NotFound
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
@@ -70,7 +71,11 @@ def create_user(name: str, team: str, is_admin: bool, max_running: int | None) -
 @admin.command("create-token")
 @click.argument("user")
 @click.option(
-    "--scope", type=click.Choice(["read", "submit", "admin"]), default="submit", show_default=True
+    "--scope",
+    type=click.Choice(TOKEN_SCOPES),
+    default="submit",
+    show_default=True,
+    help="read, submit, admin (an admin user's), or metrics (GET /metrics only, for Prometheus)",
 )
 @click.option("--expires-days", type=float, default=90, show_default=True, help="0: never")
 def create_token(user: str, scope: str, expires_days: float) -> None:

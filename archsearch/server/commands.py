@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 
 from archsearch.jobs.platform.settings import Settings
@@ -21,8 +22,15 @@ console = Console()
 
 
 def settings_with(**overrides: Any) -> Settings:
-    """The environment's settings; command-line options that were given win."""
-    return Settings(**{name: value for name, value in overrides.items() if value is not None})
+    """The environment's settings; command-line options that were given win. An invalid
+    setting stops the command with one line per problem, naming the variable."""
+    try:
+        return Settings(**{name: value for name, value in overrides.items() if value is not None})
+    except ValidationError as exc:
+        problems = [
+            f"ARCHSEARCH_{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        ]
+        processes.exit_with("invalid configuration:\n  " + "\n  ".join(problems))
 
 
 @click.command()
@@ -52,7 +60,7 @@ def api(host: str | None, port: int | None) -> None:
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(device: str, celery_args: tuple[str, ...]) -> None:
     """Run job workers, one job per device at a time (extra arguments go to celery)."""
-    processes.run_worker(Settings(), device, list(celery_args))
+    processes.run_worker(settings_with(), device, list(celery_args))
 
 
 @click.group()

@@ -87,8 +87,17 @@ def bind_or_exit(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_http(app: FastAPI, sock: socket.socket) -> None:
-    config = uvicorn.Config(app, log_level="warning")
+def run_http(app: FastAPI, sock: socket.socket, settings: Settings) -> None:
+    # Forwarded headers only from the proxies named (uvicorn's default: 127.0.0.1 alone).
+    # Keep-alive longer than uvicorn's 5 s: a client polling every few seconds otherwise
+    # reuses a connection the server is closing at that instant, and gets a reset.
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
+        timeout_keep_alive=int(settings.keep_alive_seconds),
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -134,7 +143,7 @@ def serve_embedded(settings: Settings) -> None:
         highlight=False,
     )
     try:
-        run_http(create_app(services, runner), sock)
+        run_http(create_app(services, runner), sock, settings)
     finally:
         runner.stop()
 
@@ -153,7 +162,7 @@ def serve_team_api(settings: Settings) -> None:
     console.print(
         f"archsearch API at http://{settings.host}:{settings.port}  (docs: /docs)", highlight=False
     )
-    run_http(create_app(services, CeleryEnqueuer(settings)), sock)
+    run_http(create_app(services, CeleryEnqueuer(settings)), sock, settings)
 
 
 def visible_gpus() -> list[str]:

@@ -12,10 +12,11 @@ how (`planned_epochs`, `epochs_fitted`, `budget_knobs`, and for transfer `steps_
   (random and reshuffle baselines train nothing);
 - transfer: `steps` (rounded to whole epochs of the repeated few-shot set, as the method
   does) or `training.epochs` epochs when `steps` is null;
-- grow: `training.epochs` epochs, growth included: growth steps take no optimiser step and
-  their statistics batches are reported apart (`statistics_batches`), not charged to the
-  budget. Its optional from-scratch baseline trains for the grown net's *wall clock*, so its
-  steps cannot be planned: a step budget needs `growth.baseline: false`;
+- grow: `training.epochs` epochs, growth included: growth steps take no optimiser step, so
+  their statistics batches are not charged in steps but on the second axis, samples seen
+  (`samples_seen`, which a study shows against the budget in samples). Its optional
+  from-scratch baseline trains for the grown net's *wall clock*, so its steps cannot be
+  planned: a step budget needs `growth.baseline: false`;
 - compare_spectra trains nothing.
 
 One step is one optimiser update of one batch; an epoch is ceil(n_train / batch_size) steps.

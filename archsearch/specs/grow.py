@@ -8,7 +8,7 @@ Torch-free: the API validates these specs without the engine.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -149,8 +149,11 @@ class GrowJob(JobBase):
         default=None, description="grow the MLP of this finished job instead of a fresh one"
     )
 
-    def referenced_jobs(self) -> list[str]:
-        return [self.from_job] if self.from_job else []
+    def job_references(self) -> dict[str, str]:
+        return {"from_job": self.from_job} if self.from_job else {}
+
+    def with_job_ids(self, full_ids: dict[str, str]) -> Self:
+        return self.model_copy(update={"from_job": full_ids.get("from_job", self.from_job)})
 
     def planned_epochs(self) -> int:
         if self.growth.baseline:

@@ -1,6 +1,6 @@
 """Parent model families for architecture pruning: a VGG-style net and MobileNetV1.
 
-Owned by the prune method (issue 5). VGG follows Simonyan and Zisserman (2014), the parent
+Owned by the prune method. VGG follows Simonyan and Zisserman (2014), the parent
 network of "Differentiable Architecture Pruning for Transfer Learning" (section 3.2);
 MobileNetV1 follows Howard et al. (2017): depthwise-separable conv blocks. Both are small
 by default so that they run on a CPU; widths and depths are configurable.

@@ -50,7 +50,16 @@ class JobBase(Frozen):
 
     def referenced_jobs(self) -> list[str]:
         """Ids of other jobs whose artifacts this job reads (they must have succeeded)."""
-        return []
+        return list(self.job_references().values())
+
+    def job_references(self) -> dict[str, str]:
+        """The other jobs this job reads, by the field that names each as the user wrote it
+        (`source_job`, `jobs[1]`): a full id or a unique prefix until submit resolves it."""
+        return {}
+
+    def with_job_ids(self, full_ids: dict[str, str]) -> Self:
+        """This spec with each field of `job_references` set to its resolved full id."""
+        return self
 
     def missing_inputs(self) -> dict[str, str]:
         """Inputs a runnable job still lacks, as {field: what to give}; checked at submit.

@@ -23,10 +23,12 @@ from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
 from archsearch.jobs.platform.broker import CeleryEnqueuer
 from archsearch.jobs.platform.celery_config import celery_config
 from archsearch.jobs.platform.migrate import ensure_schema_current
+from archsearch.jobs.platform.objects import StorageUnavailable
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
-from archsearch.jobs.runtime.device import apply_torch_threads
+from archsearch.jobs.runtime.device import prepare_training_thread
 from archsearch.jobs.runtime.executor import worker_name
+from archsearch.jobs.runtime.orphans import sweep_orphans
 from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
 from archsearch.jobs.runtime.studies import advance_open_studies
 from archsearch.jobs.runtime.warmup import preload, warm_up
@@ -61,14 +63,14 @@ def _connect_signals(process: WorkerProcess) -> None:
             ensure_schema_current(services.engine)
         finally:
             services.engine.dispose()
-        # Before the fork, once: every pool process inherits the loaded modules (issue 16).
+        # Before the fork, once: every pool process inherits the loaded modules.
         preload()
 
     def register_process(**_: object) -> None:
         # In each pool process, after the fork: its threads, a warm torch, its own engine,
         # and CUDA initialised there. Presence comes last: a listed worker is a warm one.
         started = time.perf_counter()
-        threads = apply_torch_threads(settings)
+        threads = prepare_training_thread(settings)
         warm_up(torch.device(process.offer.device))
         start_presence(process)
         log.info(
@@ -111,10 +113,16 @@ def _reap_forever(settings: Settings) -> None:
     start_deliverer(services.sessions, settings)  # webhooks, in a thread of its own
     interval = max(0.5, settings.lease_seconds / 3)
     stop = threading.Event()
+    next_sweep = time.monotonic() + settings.orphan_sweep_seconds
     while not stop.wait(interval):
         try:
             reap_expired(services, enqueuer)
             wake_for_waiting_jobs(services, enqueuer, older_than_seconds=2 * interval)
             advance_open_studies(services)  # the durable study driver's tick
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + settings.orphan_sweep_seconds
+                sweep_orphans(services)
+        except StorageUnavailable as exc:  # an outage of the store: the next tick retries
+            log.warning("reaper pass stopped: %s", exc)
         except Exception:  # keep reaping through transient database trouble
             log.exception("reaper pass failed")

@@ -4,6 +4,7 @@ submit through the form, watch a job live, download an artifact, cancel, compare
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 import uuid
 from pathlib import Path
@@ -112,9 +113,9 @@ def watch_until_finished(page: Page) -> tuple[list[float], list[int]]:
             { attributes: true, childList: true, subtree: true, characterData: true });
         }"""
     )
-    page.wait_for_function(
-        "AS.ended(document.querySelector('#status').textContent.trim())", timeout=EVENT_TIMEOUT_MS
-    )
+    # A locator wait, not a string predicate: the pages' CSP forbids eval.
+    ended = re.compile(r"^(succeeded|failed|cancelled)$")
+    expect(page.locator("#status")).to_have_text(ended, timeout=EVENT_TIMEOUT_MS)
     seen = page.evaluate("window.__seen")
     return [float(p) for p in seen["progress"]], [int(p) for p in seen["points"]]
 

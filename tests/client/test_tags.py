@@ -1,4 +1,4 @@
-"""Tags from the light side (issue 13): `ArchsearchClient.submit(tags=...)`,
+"""Tags from the light side: `ArchsearchClient.submit(tags=...)`,
 `list_jobs(tag=...)` and `archsearch submit --tag` / `list --tag`, against a real
 `archsearch serve` process."""
 

@@ -1,4 +1,4 @@
-"""Budget accounting per method (issue 12): a spec fitted to a step budget, run for real,
+"""Budget accounting per method: a spec fitted to a step budget, run for real,
 spends exactly the planned steps, never more than the budget and within its rounding."""
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ def test_each_method_spends_its_planned_steps_within_budget(
     planned = planned_steps(fitted, full_size)
     assert result.metrics["optimizer_steps"] == planned <= budget
     assert budget - planned < per_epoch(fitted)  # within one epoch's rounding
+    # The second axis: every training batch's samples (whole epochs of the 300), plus the
+    # statistics samples grow reads.
+    metrics = result.metrics
+    assert metrics["training_samples"] == planned // per_epoch(fitted) * 300
+    assert metrics["samples_seen"] == metrics["training_samples"] + metrics["statistics_samples"]
     if fitted.method == "grow":  # statistics are counted apart, not charged to the budget
         assert result.metrics["statistics_batches"] == 2 * 1  # 2 growths x 1 hidden layer
         assert result.metrics["statistics_samples"] > 0

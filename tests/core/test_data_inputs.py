@@ -1,4 +1,4 @@
-"""Raw pixels normalised per batch (issue 16): the built-in images are stored as uint8 and
+"""Raw pixels normalised per batch: the built-in images are stored as uint8 and
 every batch taken from them is bit-identical to the same rows of the whole-array float32
 normalisation the loaders did before (`(x / scale - mean) / std` per channel)."""
 
@@ -24,7 +24,7 @@ from archsearch.specs import DatasetRef
 
 
 def whole_array_normalise(x: np.ndarray, scale: float, mean: float, std: float) -> torch.Tensor:
-    """The loaders' normalisation before issue 16, as it was (an independent reference)."""
+    """The loaders' earlier normalisation, as it was (an independent reference)."""
     values = x.astype(np.float32)
     np.divide(values, np.float32(scale), out=values)
     mean_t = torch.tensor((mean,)).view(1, -1, 1, 1)

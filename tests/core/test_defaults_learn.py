@@ -1,4 +1,4 @@
-"""Every documented default configuration of `train` and `search` learns (issue 11, item 4).
+"""Every documented default configuration of `train` and `search` learns (item 4).
 
 Each case is a job as docs/jobs.md documents it, run the way a worker runs it
 (`parse_job_spec`, then the method's `run`), on digits, MNIST or Fashion-MNIST. Only the

@@ -54,7 +54,7 @@ def test_safetensors_round_trip_copies_shared_storage() -> None:
 
 
 def test_fixed_margins_keep_every_label_inside_the_figure() -> None:
-    """Issue 16: without `bbox_inches="tight"` the PNG is exactly the planned size, and
+    """Without `bbox_inches="tight"` the PNG is exactly the planned size, and
     wide tick labels, axis labels, titles and a suptitle still fit inside it."""
     fig, axes = new_figure(ncols=2)
     for ax in axes[0]:

@@ -1,4 +1,4 @@
-"""The growth defaults (issue 11, item 5): the amplitude line search finds a local minimum
+"""The growth defaults (item 5): the amplitude line search finds a local minimum
 with no fixed cap, the eigenvalue cut sits at the round-off of S, and every documented
 default grow configuration learns on digits, MNIST and Fashion-MNIST (no NaN, no collapse)."""
 

@@ -13,6 +13,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.errors import IncompatibleModelError, JobCancelled
 from archsearch.core.export import load_model
+from archsearch.core.growth.schedule import neuron_cost
 from archsearch.core.methods import get_method
 from archsearch.specs import GrowJob, parse_job_spec
 
@@ -167,8 +168,12 @@ def test_stop_rules(digits, growth: dict, reason: str) -> None:
         assert log["final_widths"] == [1, 1] and log["steps"][0]["layers"][0]["added"] == 0
     if reason == "max_parameters":
         sizes = [step["parameters"] for step in log["steps"]]
-        assert sizes[-1] >= 300 > max(sizes[:-1], default=0)
-        assert result.metrics["parameters"] == sizes[-1]
+        assert max(sizes) <= 300, "the cap is checked before a layer grows, never passed"
+        assert result.metrics["parameters"] == sizes[-1] <= 300
+        # It stops because no layer can take one more neuron, not earlier.
+        widths = log["final_widths"]
+        spec_cost = min(neuron_cost(widths, h, spec, digits) for h in range(len(widths)))
+        assert sizes[-1] + spec_cost > 300
 
 
 def test_wall_clock_schedule_grows_every_interval(digits) -> None:

@@ -166,7 +166,7 @@ def test_model_family(config, masked: bool) -> None:
 
 
 def test_frozen_mask_is_cached_and_follows_every_write_to_the_logits() -> None:
-    """Issue 16: a frozen layer computes 1[w > 0] once, yet set_masks, load_state_dict and
+    """A frozen layer computes 1[w > 0] once, yet set_masks, load_state_dict and
     unfreezing each show up in the very next forward."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 5))

@@ -79,7 +79,7 @@ def test_a_nearly_collapsed_model_is_flagged() -> None:
 
 
 def test_the_final_evaluation_counts_replace_a_second_test_pass() -> None:
-    """Issue 16: the counts `evaluate_predictions` returns are those the check would compute,
+    """The counts `evaluate_predictions` returns are those the check would compute,
     a train job hands them over, and a check given them does not run the model again."""
     data = load_dataset(DatasetRef(name="digits"), ())
     torch.manual_seed(0)

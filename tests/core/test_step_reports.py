@@ -1,6 +1,6 @@
 """Per-step metrics reach the context as means over windows of REPORT_EVERY steps (and
 the epoch's last, shorter window), while progress is still reported at every step; prune's
-density pass and logit step stop once its masks froze (issue 16)."""
+density pass and logit step stop once its masks froze."""
 
 from __future__ import annotations
 

@@ -132,9 +132,9 @@ def test_baseline_mask_functions() -> None:
     )
 
 
-def test_default_budget_is_steps_and_first_layer_is_reshuffled(source, data_dirs) -> None:
+def test_default_budget_is_steps_and_mask_is_the_learned_one(source, data_dirs) -> None:
     spec = transfer_spec()
-    assert spec.steps == 1000 and spec.first_layer == "reshuffled"
+    assert spec.steps == 1000 and spec.first_layer == "masked"
     assert transfer_spec(training={"epochs": 3}).steps is None, "explicit epochs win"
     data = load_dataset(spec.dataset, data_dirs)
     ctx = InMemoryContext(other_jobs={"src": source})
@@ -143,10 +143,21 @@ def test_default_budget_is_steps_and_first_layer_is_reshuffled(source, data_dirs
     assert len(result.history) <= 2 * transfer.EVALUATIONS
     learned = tensors_from_bytes(source["mask.safetensors"])
     used = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
+    assert set(used) == set(learned)
+    for name in learned:
+        assert torch.equal(used[name], learned[name]), "mask: learned is the learned mask"
+    assert result.metrics["predicted_classes"] == 10 and result.warnings == []
+
+
+def test_reshuffled_first_layer_is_an_explicit_option(source, data_dirs) -> None:
+    spec = transfer_spec(first_layer="reshuffled", training={"epochs": 1})
+    ctx = InMemoryContext(other_jobs={"src": source})
+    transfer.run(spec, load_dataset(spec.dataset, data_dirs), ctx)
+    learned = tensors_from_bytes(source["mask.safetensors"])
+    used = tensors_from_bytes(ctx.artifacts["mask.safetensors"])
     assert int(used["layers.0"].sum()) == int(learned["layers.0"].sum())
     assert not torch.equal(used["layers.0"], learned["layers.0"])
     assert torch.equal(used["layers.1"], learned["layers.1"])
-    assert result.metrics["predicted_classes"] == 10 and result.warnings == []
 
 
 @pytest.fixture(scope="module")
@@ -167,17 +178,18 @@ def mnist_source(data_dirs: tuple[Path, ...]):
 
 @pytest.mark.parametrize(
     ("name", "first_layer", "least"),
-    [("mnist", "reshuffled", 0.7), ("fashion_mnist", "reshuffled", 0.6), ("digits", "dense", 0.7)],
+    [("mnist", None, 0.7), ("fashion_mnist", None, 0.6), ("digits", "dense", 0.7)],
 )
 def test_default_transfer_learns_on_every_dataset(
-    mnist_source, data_dirs, name: str, first_layer: str, least: float
+    mnist_source, data_dirs, name: str, first_layer: str | None, least: float
 ) -> None:
+    fields = {} if first_layer is None else {"first_layer": first_layer}  # digits: 8x8 inputs
     spec = parse_job_spec(
         {
             "method": "transfer",
             "source_job": "src",
             "dataset": {"name": name, "samples_per_class": 20},
-            "first_layer": first_layer,  # digits' 8x8 inputs cannot take a 28x28 mask
+            **fields,
         }
     )
     data = load_dataset(spec.dataset, data_dirs)

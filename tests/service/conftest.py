@@ -68,6 +68,9 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "ARCHSEARCH_WEBHOOK_POLL_SECONDS": "0.2",
         "ARCHSEARCH_WEBHOOK_BACKOFF_MAX_SECONDS": "1",
         "ARCHSEARCH_WEBHOOK_TIMEOUT_SECONDS": "1",
+        # Every test calls from 127.0.0.1, many with wrong tokens on purpose: the shared API
+        # must not throttle them (tests/service/test_auth_throttle.py runs its own).
+        "ARCHSEARCH_AUTH_FAILURES_PER_MINUTE": "1000000",
     }
 
 

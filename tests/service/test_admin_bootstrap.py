@@ -1,5 +1,5 @@
 """`archsearch admin bootstrap` (the compose `bootstrap` service) makes the first admin token of
-a fresh database, once (issue 15: a fresh stack answered 401 to everything)."""
+a fresh database, once (a fresh stack answered 401 to everything)."""
 
 from __future__ import annotations
 

@@ -57,6 +57,14 @@ def test_submit_wait_list_status_download_cancel(
         lines = logs.output.splitlines()
         assert f"job {job_id} running on worker" in lines[0] and LOCAL_TIME.match(lines[0])
         assert lines[-1].endswith("run ended: succeeded (finished)"), logs.output
+        # One line per epoch, with the loss and the accuracy, and the phase it belongs to.
+        assert any("phase train starts at epoch 1 of 2" in line for line in lines), logs.output
+        assert any("train epoch 2/2: train_loss" in line for line in lines), logs.output
+
+    # `list --sort` orders on the server; owners show by name.
+    ranked = runner.invoke(main, ["list", "--sort", "-test_accuracy", "--limit", "5"])
+    assert ranked.exit_code == 0, ranked.output
+    assert "alice" in ranked.output and "params" in ranked.output
 
     refused = runner.invoke(main, ["cancel", shown])
     assert refused.exit_code == 1 and "409" in refused.output
@@ -69,6 +77,23 @@ def test_submit_wait_list_status_download_cancel(
         and "dataset.name" in rejected.output
         and "available" in rejected.output
     )
+
+
+def test_wait_exits_3_when_the_job_succeeded_with_a_usefulness_warning(
+    api_url: str, worker: procs.Proc, token: str, tmp_path: Path
+) -> None:
+    runner = CliRunner(env={"ARCHSEARCH_TOKEN": token, "ARCHSEARCH_URL": api_url})
+    spec = tmp_path / "collapsed.json"
+    # A weight-free network with almost no links left predicts one class: a warning, not a
+    # failure (the job succeeded).
+    collapsed = {"method": "prune", "weights": "free", "density": 1e-4, "training": {"epochs": 1}}
+    spec.write_text(json.dumps({**collapsed, "dataset": {"name": "digits"}}))
+    submitted = runner.invoke(main, ["submit", str(spec), "--wait"])
+    assert submitted.exit_code == 3, submitted.output
+    assert "succeeded" in submitted.output and "warning:" in submitted.output
+    job_id = submitted.output.splitlines()[0].strip()
+    waited = runner.invoke(main, ["wait", job_id[:12]])
+    assert waited.exit_code == 3 and "collapsed_predictions" in waited.output, waited.output
 
 
 def test_an_ambiguous_or_unknown_prefix_is_one_line(

@@ -132,7 +132,7 @@ def test_malformed_uploads_are_refused_and_leave_nothing(
         assert (caught.value.status, caught.value.error) == (413, "too_large")
         assert words in caught.value.detail
     else:
-        assert (caught.value.status, caught.value.error) == (422, "invalid_job")
+        assert (caught.value.status, caught.value.error) == (422, "invalid_request")
         (first_error, *_) = caught.value.detail
         assert first_error.field == "file" and words in first_error.message
     assert dataset_rows(sessions) == rows

@@ -1,4 +1,4 @@
-"""Tags (issue 13): given at submit, replaced with PUT, filtered with `GET /v1/jobs?tag=`; a
+"""Tags: given at submit, replaced with PUT, filtered with `GET /v1/jobs?tag=`; a
 label that reads as a tag is the first tag, for clients that only know labels, and the
 migration gives jobs of before their label as a tag."""
 

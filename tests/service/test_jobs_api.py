@@ -246,7 +246,10 @@ def test_datasets_and_readiness(client: ArchsearchClient, api_url: str) -> None:
     names = {d.name for d in client.datasets()}
     assert {"digits", "mnist", "fashion_mnist"} <= names
     ready = httpx.get(f"{api_url}/readyz").json()
-    assert ready == {"status": "ready", "checks": {"database": True, "queue": True}}
+    assert ready == {
+        "status": "ready",
+        "checks": {"database": True, "queue": True, "object_store": True},
+    }
     schema = httpx.get(f"{api_url}/openapi.json").json()
     assert "/v1/jobs/{job_id}/artifacts/{name}" in schema["paths"]
 
@@ -265,7 +268,7 @@ def test_datasets_and_readiness(client: ArchsearchClient, api_url: str) -> None:
         ),
         (
             {"method": "transfer", "dataset": {"name": "digits"}, "source_job": str(uuid.uuid4())},
-            "referenced job",
+            "source_job",
         ),
     ],
 )

@@ -9,8 +9,12 @@ from collections.abc import Mapping
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.client import ArchsearchClient
+from archsearch.jobs.domain.accounts.service import issue_token
+from archsearch.jobs.domain.errors import Forbidden
+from archsearch.jobs.platform.db import transaction
 from tests.service import procs
 from tests.service.conftest import Accounts, start_worker
 
@@ -117,3 +121,22 @@ def test_queue_depth_and_oldest_age_while_no_worker_serves(
                 client.cancel(job_id)
     finally:
         worker.replace_with(start_worker(dict(service_env), worker.log_path.parent, "worker"))
+
+
+def test_a_metrics_token_scrapes_and_does_nothing_else(
+    api_url: str, accounts: Accounts, sessions: sessionmaker[Session]
+) -> None:
+    with transaction(sessions) as session:
+        scraper = issue_token(session, "root", "metrics", 1)
+        with pytest.raises(Forbidden, match="admin users"):
+            issue_token(session, "carol", "metrics", 1)  # /metrics spans every team
+    samples = scrape(api_url, scraper)
+    # A device nobody queues for still has its samples, at 0: an alert sees the drain.
+    assert ("archsearch_queue_depth", frozenset({("device", "cuda")})) in samples
+    assert value(samples, "archsearch_queue_depth", device="cuda") == 0
+    assert value(samples, "archsearch_oldest_queued_age_seconds", device="cuda") == 0
+    headers = {"Authorization": f"Bearer {scraper}"}
+    for method, path in (("GET", "/v1/jobs"), ("POST", f"/v1/jobs/{uuid.uuid4()}/cancel")):
+        answer = httpx.request(method, f"{api_url}{path}", headers=headers)
+        assert answer.status_code == 403, (path, answer.text)
+        assert "'metrics'" in answer.json()["detail"]

@@ -1,4 +1,4 @@
-"""The service on an S3-compatible object store (issue 17), with nothing shared on disk.
+"""The service on an S3-compatible object store, with nothing shared on disk.
 
 A real moto server process plays S3 over HTTP on loopback. The API and each worker get an
 empty folder of their own: every artifact, checkpoint, uploaded dataset and preview must

@@ -1,4 +1,4 @@
-"""The OpenAPI document says what the live API really answers (issue 15).
+"""The OpenAPI document says what the live API really answers.
 
 schemathesis generates requests for every operation of `GET /openapi.json` of a real team-mode
 `archsearch api` (PostgreSQL, Redis, token auth) and checks each response: never a 5xx, a status

@@ -8,9 +8,10 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts import repository as account_repo
@@ -18,7 +19,7 @@ from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.scheduler import claim_next, pending_reason, queue_position
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job, JobStatus, RunningCount
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
@@ -156,3 +157,68 @@ def test_quotas_hold_under_concurrent_claims(db: sessionmaker[Session], people: 
             select(func.count()).select_from(Job).where(Job.status == JobStatus.running)
         )
     assert running == 2  # alice's quota, however many workers asked at once
+
+
+def running_per(session: Session, column: Any) -> dict[uuid.UUID, int]:
+    query = (
+        select(column, func.count())
+        .where(Job.status == JobStatus.running, column.is_not(None))
+        .group_by(column)
+    )
+    return {subject: count for subject, count in session.execute(query)}
+
+
+def test_64_claimers_fill_every_quota_exactly_and_never_share_a_job(
+    db: sessionmaker[Session],
+) -> None:
+    """64 claimers at once, each on its own connection, until nothing is eligible: four
+    teams of quota 5 with three users of quota 2 each (so a team fills before its users),
+    one team without a quota whose users have 3, and owners with no quota at all."""
+    with transaction(db) as session:
+        limited = [account_repo.create_team(session, f"t{i}", 5) for i in range(4)]
+        free_team = account_repo.create_team(session, "free", None)
+        users = [
+            account_repo.create_user(session, team, f"{team.name}-u{j}", False, quota)
+            for team, quota in [(t, 2) for t in limited] + [(free_team, 3)]
+            for j in range(3)
+        ]
+        unlimited = account_repo.create_user(session, free_team, "unlimited", False, None)
+        owners = {user.id: (user.id, user.team_id) for user in [*users, unlimited]}
+    people = {str(owner): pair for owner, pair in owners.items()}
+    for user in users:
+        for _ in range(6):
+            submit(db, people, str(user.id))
+    open_jobs = {submit(db, people, str(unlimited.id)) for _ in range(40)}
+
+    # A connection per claimer (the service's pool stops at 30).
+    wide = make_session_factory(create_engine(db.kw["bind"].url, pool_size=64, max_overflow=0))
+    claimed: list[uuid.UUID] = []
+    lock, start = threading.Lock(), threading.Barrier(64)
+
+    def claimer(index: int) -> None:
+        start.wait()
+        while (job_id := claim(wide, worker=f"worker-{index}")) is not None:
+            with lock:
+                claimed.append(job_id)
+
+    with ThreadPoolExecutor(64) as pool:
+        list(pool.map(claimer, range(64)))
+    wide.kw["bind"].dispose()
+    assert len(set(claimed)) == len(claimed), "no job was claimed twice"
+    assert open_jobs <= set(claimed), "jobs without any quota all ran"
+    with db() as session:
+        per_user, per_team = running_per(session, Job.owner_id), running_per(session, Job.team_id)
+        attempts = Counter(session.scalars(select(Job.attempts)))
+        stored: Counter[tuple[str, uuid.UUID]] = Counter()
+        for row in session.scalars(select(RunningCount)):
+            stored[row.kind, row.subject_id] += row.running  # the sum of its shards
+    assert attempts == {1: len(claimed), 0: 130 - len(claimed)}
+    assert {per_team[t.id] for t in limited} == {5}, "every limited team exactly full"
+    assert all(per_user.get(u.id, 0) <= 2 for u in users[:12]), "no user over quota"
+    assert [per_user[u.id] for u in users[12:]] == [3, 3, 3]
+    assert per_user[unlimited.id] == 40
+    # The counts the database keeps are the counts of the jobs.
+    assert stored == {
+        **{("user", s): n for s, n in per_user.items()},
+        **{("team", s): n for s, n in per_team.items()},
+    }

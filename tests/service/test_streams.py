@@ -15,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from archsearch.api.streaming import RECENT_METRICS
 from archsearch.client import ArchsearchClient
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.platform.db import transaction
@@ -220,3 +221,42 @@ def test_a_stopping_api_closes_its_open_streams(
     finally:
         api.kill()
         client.cancel(waiting.id)
+
+
+def test_a_late_client_gets_the_state_and_a_recent_window_then_history_on_demand(
+    api_url: str,
+    client: ArchsearchClient,
+    sessions: sessionmaker[Session],
+    auth_headers: dict[str, str],
+) -> None:
+    """A job with a long history (no worker takes it: it asks for a CUDA device): a new
+    client first gets `status`, then only the last RECENT_METRICS points, then live points;
+    `history=all` replays every point; a resumed client gets what follows its position."""
+    job = client.submit({**SMALL_JOB, "resources": {"device": "cuda"}})
+    total = RECENT_METRICS + 300
+    with transaction(sessions) as session:
+        history = [(step, "loss", 1.0 / step) for step in range(1, total + 1)]
+        repository.record_metrics(session, job.id, history)
+    url = f"{api_url}/v1/jobs/{job.id}/stream"
+    late = StreamReader(
+        url, auth_headers, lambda e: e.event == "metric" and '"step":9999' in e.data
+    )
+    late.start()
+    wait_until(lambda: len(points(late.events)) >= RECENT_METRICS, 60, "no recent window came")
+    with transaction(sessions) as session:
+        repository.record_metrics(session, job.id, [(9999, "loss", 0.5)])
+    events = late.finish(60)
+    assert events[0].event == "status" and json.loads(events[0].data)["status"] == "queued"
+    window = [step for _, step, _ in points(events)]
+    assert window == [*range(total - RECENT_METRICS + 1, total + 1), 9999]  # recent, then live
+
+    everything = StreamReader(f"{url}?history=all", auth_headers, lambda e: '"step":9999' in e.data)
+    everything.start()
+    assert [step for _, step, _ in points(everything.finish(60))] == [*range(1, total + 1), 9999]
+    # Resuming wins over the window: what follows the position, however much.
+    first_id = events[1].id or ""
+    resumed = StreamReader(
+        url, {**auth_headers, "Last-Event-ID": first_id}, lambda e: "9999" in e.data
+    )
+    resumed.start()
+    assert [step for _, step, _ in points(resumed.finish(60))] == window[1:]

@@ -1,4 +1,4 @@
-"""Uploads inside the limits cost bounded memory and do not stall other requests (issue 15).
+"""Uploads inside the limits cost bounded memory and do not stall other requests.
 
 A real API process with a 64 MiB in-memory budget for an upload's decoded arrays receives
 real files built in tmp_path, each at that budget: a zip of a few kilobytes of PNGs that
@@ -107,7 +107,7 @@ def test_other_requests_are_answered_while_an_upload_is_processed(
     assert during.statuses == {200}
     # Answered over and over, and never held for long. (Not ">= 10 answers": a CSV upload
     # still stalls the API's loop once for about a second near its end, on this code and
-    # the code before issue 16, so the count depended on the machine's speed that run.)
+    # earlier code, so the count depended on the machine's speed that run.)
     assert len(during.values) >= 4 and max(during.values) < 5_000, during.summary()
 
 

@@ -1,5 +1,5 @@
 """A worker process warms up (torch threads from the settings, methods and plotting loaded,
-one forward and backward) before it lists itself in `workers` (issue 16)."""
+one forward and backward) before it lists itself in `workers`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the upload bounds test and `bench/upload.py` share (issue 15): files at the limits
+"""What the upload bounds test and `bench/upload.py` share: files at the limits
 built in a temporary folder, the API process's peak memory during one upload, and the
 latency of `GET /v1/jobs/{id}` sampled while an upload is in flight.
 

@@ -5,7 +5,7 @@ copies it to the dataset store in chunks. A declared Content-Length over the lim
 refused before the body is read (`api/limits.py`, as every request body).
 
 Reading and validating an upload costs CPU and up to `upload_max_memory_bytes` of memory
-(issue 15), so it runs on a bounded executor of `upload_concurrent_validations` threads
+so it runs on a bounded executor of `upload_concurrent_validations` threads
 (default 1): the event loop and the request thread pool stay free for other requests, and
 the API's memory stays bounded however many uploads arrive together (the others wait in the
 executor's queue, their files on disk, holding no thread). An executor in the API process

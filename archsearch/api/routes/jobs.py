@@ -6,7 +6,7 @@ Every query is scoped to the caller's team (admins see all); another team's job 
 
 from __future__ import annotations
 
-import uuid
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
@@ -15,14 +15,14 @@ from sqlalchemy.orm import Session
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep
 from archsearch.api.errors import BODY_ERROR_RESPONSES
-from archsearch.api.params import JobId
-from archsearch.api.presenters import job_with_queue_state
-from archsearch.jobs.domain.jobs import repository, service
-from archsearch.jobs.domain.tables import JobStatus
+from archsearch.api.params import JobFiltersQuery, JobId
+from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
+from archsearch.jobs.domain.jobs import listing, repository, service
 from archsearch.schemas.jobs import (
     EventPublic,
     EventsPublic,
     JobPublic,
+    JobSort,
     JobsPublic,
     MetricPoint,
     MetricsPublic,
@@ -54,45 +54,34 @@ def create_job(
 ) -> JobPublic:
     job = service.submit_job(session, settings, enqueuer, spec, principal, priority, tag)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return JobPublic.model_validate(job)
+    # Where it waits and why, as the queue shows it (the answer follows the commit: the
+    # position counts the jobs that were queued before it).
+    return job_with_queue_state(session, job, settings)
 
 
 @router.get("", response_model=JobsPublic)
 async def list_jobs(
     session: ReadSessionDep,
     principal: CurrentUser,
-    status_: Annotated[list[JobStatus], Query(alias="status")] = [],  # noqa: B006
-    method: Annotated[list[str], Query()] = [],  # noqa: B006
-    id_prefix: Annotated[
-        str | None,
-        Query(
-            pattern="^[0-9a-fA-F]{1,32}$",
-            description="1 to 32 hex digits: only jobs whose id (without dashes) starts so",
-        ),
-    ] = None,
-    tag: Annotated[list[str], Query(description="jobs carrying every one of these tags")] = [],  # noqa: B006
-    owner: Annotated[uuid.UUID | None, Query(description="id of the submitting user")] = None,
-    dataset: Annotated[
-        str | None, Query(max_length=200, description="a built-in dataset name or an upload id")
-    ] = None,
-    study: Annotated[uuid.UUID | None, Query(description="id of a study: its jobs")] = None,
+    filters: JobFiltersQuery,
+    sort: Annotated[
+        JobSort,
+        Query(description="order of the page: a column, `-` first for descending"),
+    ] = "-created_at",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None, Query(description="next_cursor of the previous page, same sort")
+    ] = None,
 ) -> JobsPublic:
-    jobs, next_cursor = await session.run_sync(
-        repository.list_jobs,
-        statuses=status_,
-        methods=method,
-        limit=limit,
-        cursor=cursor,
-        team_id=principal.team_filter,
-        id_prefix=id_prefix,
-        tags=tag,
-        owner_id=owner,
-        dataset=dataset,
-        study_id=study,
-    )
-    return JobsPublic(data=[JobPublic.model_validate(j) for j in jobs], next_cursor=next_cursor)
+    scoped = replace(filters, team_id=principal.team_filter)
+
+    def page(sync_session: Session) -> JobsPublic:
+        jobs, next_cursor = listing.list_jobs(
+            sync_session, scoped, sort=sort, limit=limit, cursor=cursor
+        )
+        return JobsPublic(data=jobs_with_owner_names(sync_session, jobs), next_cursor=next_cursor)
+
+    return await session.run_sync(page)
 
 
 @router.get("/{job_id}", response_model=JobPublic)

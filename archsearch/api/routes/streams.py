@@ -8,7 +8,7 @@ payloads are described in `archsearch.schemas.streams`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
@@ -19,9 +19,10 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import BroadcasterDep, ServicesDep
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
-from archsearch.api.streaming import sse_frame
+from archsearch.api.streaming import RECENT_METRICS, metric_frames, sse_frame
 from archsearch.jobs.domain.errors import InvalidCursor
 from archsearch.jobs.domain.jobs import repository, streams_repository
+from archsearch.jobs.domain.jobs.streams_repository import MetricRow
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.streams import STREAM_POSITION_PATTERN, StreamPosition
 
@@ -34,6 +35,11 @@ STREAM_RESPONSES: dict[int | str, dict[str, object]] = {
     200: {"content": {EVENT_STREAM: {}}, "description": "a stream of Server-Sent Events"}
 }
 POSITION_HELP = "resume after this event id (`<metric seq>-<event id>`, as sent in `id:`)"
+HISTORY_HELP = (
+    "from the start, which metric points come first: the job's most recent "
+    f"{RECENT_METRICS} (`recent`: a late client of a long job is live at once; the rest is "
+    "at GET /v1/jobs/{id}/metrics) or all of them (`all`); ignored when resuming"
+)
 
 
 @router.get("/stream", response_class=StreamingResponse, responses=STREAM_RESPONSES)
@@ -66,18 +72,26 @@ async def stream_job(
     last_event_id: Annotated[
         str | None, Query(pattern=STREAM_POSITION_PATTERN, description=POSITION_HELP)
     ] = None,
+    history: Annotated[Literal["recent", "all"], Query(description=HISTORY_HELP)] = "recent",
 ) -> StreamingResponse:
-    """The job's `status` now, then its metric points and events so far (after the given
-    position), then each change as it happens, and `end` once it has finished."""
+    """The job's `status` now, then its metric points (from the start: its last
+    `RECENT_METRICS`, or all with `history=all`; resumed: those after the position) and its
+    events, then each change as it happens, and `end` once it has finished."""
     # A browser's EventSource reconnects to the first URL with the header it last read:
     # the header is the newer of the two.
-    position = _position(last_event_id_header or last_event_id)
+    resumed = last_event_id_header or last_event_id
+    position = _position(resumed)
     async with AsyncSession(services.async_reader, expire_on_commit=False) as session:
         row = await session.run_sync(repository.read_job_row, job_id, principal.team_filter)
         public = await session.run_sync(job_with_queue_state, row, services.settings)
+        recent: list[MetricRow] = []
+        if not resumed and history == "recent":
+            recent = await session.run_sync(
+                streams_repository.recent_metrics, job_id, RECENT_METRICS
+            )
     watch = broadcaster.watch_job(public, position)
     first = sse_frame("status", public.model_dump_json(), str(position))
-    return _response(broadcaster.frames(watch, first))
+    return _response(broadcaster.frames(watch, first + metric_frames(watch, recent)))
 
 
 def _position(text: str | None) -> StreamPosition:

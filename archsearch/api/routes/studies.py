@@ -1,4 +1,4 @@
-"""Studies (issue 12): submit, list, read (per-arm figures and Pareto front), cancel, and
+"""Studies: submit, list, read (per-arm figures and Pareto front), cancel, and
 the study's artifacts (results.csv, study.json, pareto.png, curves.png, report.md).
 
 Scoped to the caller's team exactly like jobs: another team's study answers 404.
@@ -17,9 +17,15 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep, StoreDep
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.jobs.domain.errors import NotFound
-from archsearch.jobs.domain.studies import service, summary
+from archsearch.jobs.domain.studies import planning, service, summary
 from archsearch.jobs.domain.studies.repository import artifact_key, get_study
-from archsearch.schemas.studies import StudiesPublic, StudyCreate, StudyDetail, StudyPublic
+from archsearch.schemas.studies import (
+    StudiesPublic,
+    StudyCreate,
+    StudyDetail,
+    StudyPlan,
+    StudyPublic,
+)
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
 
@@ -38,8 +44,8 @@ StudyId = Annotated[uuid.UUID, Depends(parse_study_id)]
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=StudyPublic,
-    responses=BODY_ERROR_RESPONSES,
+    response_model=StudyPublic | StudyPlan,
+    responses={**BODY_ERROR_RESPONSES, 200: {"model": StudyPlan, "description": "dry run"}},
 )
 def create_study(
     request: Annotated[StudyCreate, Body()],
@@ -48,7 +54,16 @@ def create_study(
     enqueuer: EnqueuerDep,
     principal: CurrentUser,
     response: Response,
-) -> StudyPublic:
+    dry_run: Annotated[
+        bool,
+        Query(
+            description="check and cost the study (its jobs, their optimizer steps); queue nothing"
+        ),
+    ] = False,
+) -> StudyPublic | StudyPlan:
+    if dry_run:
+        response.status_code = status.HTTP_200_OK
+        return planning.plan_study(session, settings, request, principal)
     study = service.submit_study(session, settings, enqueuer, request, principal)
     response.headers["Location"] = f"/v1/studies/{study.id}"
     return summary.read_study(session, study.id, principal.team_filter)
@@ -59,8 +74,15 @@ async def list_studies(
     session: ReadSessionDep,
     principal: CurrentUser,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            pattern="^[0-9a-fA-F]{1,32}$",
+            description="1 to 32 hex digits: only studies whose id (without dashes) starts so",
+        ),
+    ] = None,
 ) -> StudiesPublic:
-    studies = await session.run_sync(summary.list_studies, principal.team_filter, limit)
+    studies = await session.run_sync(summary.list_studies, principal.team_filter, limit, id_prefix)
     return StudiesPublic(data=studies)
 
 

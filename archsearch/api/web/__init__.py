@@ -1,1 +1,1 @@
-"""The web dashboard (issue 13): pages, their session, templates and static assets."""
+"""The web dashboard: pages, their session, templates and static assets."""

@@ -1,4 +1,4 @@
-"""The dashboard's pages (issue 13), served by the API process at `/`, same origin.
+"""The dashboard's pages, served by the API process at `/`, same origin.
 
 A page is an HTML shell; its numbers come from the `/v1` routes (the same service and
 presenter functions as every client), fetched and followed live by the page's script. The
@@ -20,9 +20,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from archsearch.api.deps import app_state
+from archsearch.api.deps import AuthThrottleDep, app_state
 from archsearch.api.presenters import job_with_queue_state
 from archsearch.api.signing import WebSession, new_session
+from archsearch.api.throttle import TooManyAttempts, client_address
 from archsearch.api.web import session as web_session
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
 from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
@@ -224,16 +225,25 @@ def signin_page(request: Request, next: str = "/") -> Response:
 def sign_in(
     request: Request,
     token: Annotated[str, Form(max_length=200)],
+    throttle: AuthThrottleDep,
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     """Check the token as the API checks a bearer token, then set the session cookie."""
-    services = _services(request)
+    services, address = _services(request), client_address(request)
     try:
         # No session exists yet, so no CSRF token: refuse a sign-in posted by another site.
         web_session.check_origin(request)
+        throttle.check(address, token)
         with services.sessions() as session:
             authenticate(session, f"Bearer {token.strip()}")
+    except TooManyAttempts as exc:
+        context = {"next": safe_next(next), "error": str(exc)}
+        page = render(request, "signin.html", "signin", context, status=429)
+        page.headers["Retry-After"] = str(exc.retry_after)
+        return page
     except (Unauthenticated, Forbidden) as exc:
+        if isinstance(exc, Unauthenticated):
+            throttle.failed(address, token)
         context = {"next": safe_next(next), "error": str(exc)}
         return render(request, "signin.html", "signin", context, status=401)
     response = RedirectResponse(safe_next(next), status_code=303)

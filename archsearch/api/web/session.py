@@ -1,6 +1,6 @@
 """The dashboard's sign-in session: a signed, expiring cookie that names an API token.
 
-Team mode (issue 13). Signing in with an API token sets an HttpOnly, SameSite=Strict cookie
+Team mode. Signing in with an API token sets an HttpOnly, SameSite=Strict cookie
 (Secure when the request came over TLS) holding, signed with `session_secret`, the token's
 digest (the key of its row, not the token: a stolen cookie is no bearer token) and a random
 CSRF token. Every request with the cookie re-checks the token's row (cached as bearer

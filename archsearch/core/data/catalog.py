@@ -36,7 +36,7 @@ class DatasetInfo:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     folder_names: tuple[str, ...] = field(default=())
-    # Raw values are divided by `scale` before normalising (issue 14: a downloaded model
+    # Raw values are divided by `scale` before normalising (a downloaded model
     # says how its inputs were made); output i of a model is `class_names[i]`.
     scale: float = 1.0
     class_names: tuple[str, ...] = field(default=())

@@ -60,7 +60,7 @@ def read_idx(path: Path) -> np.ndarray:
 
     Streamed into the array in chunks: one copy of the data in memory (a whole `read()`
     held the decompressed chunks and their joined bytes at once, twice the array), and the
-    array is writable, so torch takes it without another copy (issue 16).
+    array is writable, so torch takes it without another copy.
     """
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:

@@ -1,4 +1,4 @@
-"""A split's inputs as they are stored, normalised when rows are taken (issue 16).
+"""A split's inputs as they are stored, normalised when rows are taken.
 
 The built-in image datasets keep their raw pixels (uint8: 1 byte a value, a quarter of
 float32, so MNIST's 60,000 training images take 47 MB instead of 188 MB in every worker).

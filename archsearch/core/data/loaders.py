@@ -23,7 +23,7 @@ from archsearch.specs.common import DatasetRef
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0  # fixed, so every job on `digits` sees the same test split
 # Change with `raw_inputs` or `Inputs`: cached copies of older versions are not used.
-NORMALISATION = "v2"  # v2: raw uint8 pixels, normalised per batch (issue 16)
+NORMALISATION = "v2"  # v2: raw uint8 pixels, normalised per batch
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`model-card.md`: what a downloaded model is, in one page (issue 14; after Mitchell et al.,
+"""`model-card.md`: what a downloaded model is, in one page (after Mitchell et al.,
 "Model Cards for Model Reporting", 2019, reduced to what a job knows for certain)."""
 
 from __future__ import annotations
@@ -12,6 +12,26 @@ from archsearch.specs import JOB_TYPES
 def _paper_of(method: str) -> str:
     by_method = {t.model_fields["method"].default: t.paper for t in JOB_TYPES}
     return by_method.get(method, "")
+
+
+PLAIN_PYTORCH = (
+    "In plain PyTorch (the README's recipe): a `sparse` layer is int32 CSR through "
+    "`torch.addmv` (batch 1) or `torch.sparse.addmm` (larger batches), a `dense` one "
+    "`F.linear`; that is the 'compact + sparse kernels' column."
+)
+
+
+def _size_rows(d: dict[str, Any]) -> list[str]:
+    size = d["size"]
+    return [
+        "| | parameters | nonzero | multiply-adds | file bytes |",
+        "|---|---|---|---|---|",
+        f"| dense parent | {size['parameters_dense']:,} | {size['nonzero_dense']:,} | "
+        f"{size['macs_dense']:,} | {size['bytes_dense']:,} |",
+        f"| compact (`{d['files']['weights']}`) | {size['parameters_compact']:,} | "
+        f"{size['nonzero_compact']:,} | {size['macs_compact']:,} | {size['bytes_compact']:,} |",
+        f"| sparse storage (`model-sparse.safetensors`) | | | | {size['bytes_sparse']:,} |",
+    ]
 
 
 def _ms(seconds: float | None) -> str:
@@ -32,14 +52,9 @@ def _latency_rows(latency: dict[str, dict[str, float]]) -> list[str]:
 def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
     """The card's markdown, from deployment.json's record and the job's spec."""
     d = deployment
-    size = d["size"]
     pre = d["preprocessing"]
     onnx = d["onnx"]
-    onnx_line = (
-        f"`model.onnx` (checked with onnxruntime, max abs diff {onnx['max_abs_diff']:.2e})"
-        if onnx["exported"]
-        else f"none: {onnx['reason']}"
-    )
+    onnx_line = _onnx_line(onnx)
     lines = [
         f"# Model card: {d['model']} trained by `{d['method']}` on `{d['dataset']}`",
         "",
@@ -52,19 +67,15 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         "## Size",
         "",
-        "| | parameters | nonzero | multiply-adds | file bytes |",
-        "|---|---|---|---|---|",
-        f"| dense parent | {size['parameters_dense']:,} | {size['nonzero_dense']:,} | "
-        f"{size['macs_dense']:,} | {size['bytes_dense']:,} |",
-        f"| compact (`{d['files']['weights']}`) | {size['parameters_compact']:,} | "
-        f"{size['nonzero_compact']:,} | {size['macs_compact']:,} | {size['bytes_compact']:,} |",
-        f"| sparse storage (`model-sparse.safetensors`) | | | | {size['bytes_sparse']:,} |",
+        *_size_rows(d),
         "",
         f"## Latency on {d['device']} ({d['threads']} threads; medians of interleaved repeats)",
         "",
         *_latency_rows(d["latency"]),
         "",
         f"Per-layer forms: {_forms_line(d['forms'])}",
+        "",
+        PLAIN_PYTORCH,
         "",
         f"## ONNX\n\n{onnx_line}",
         "",
@@ -84,3 +95,16 @@ def _forms_line(forms: list[dict[str, Any]]) -> str:
     return "; ".join(
         f"`{f['layer']}` {f['batch_1']} at batch 1, {f['batch_64']} at 64" for f in forms
     )
+
+
+def _onnx_line(onnx: dict[str, Any]) -> str:
+    if not onnx["exported"]:
+        return f"none: {onnx['reason']}"
+    line = f"`model.onnx` (checked with onnxruntime, max abs diff {onnx['max_abs_diff']:.2e})"
+    if "latency" in onnx:
+        lat = onnx["latency"]
+        line += (
+            f"; {onnx.get('form', '')}. Runs in {onnx['runtime']} at "
+            f"{_ms(lat['batch_1_s'])} (batch 1), {_ms(lat['batch_64_s'])} (batch 64)"
+        )
+    return line

@@ -1,6 +1,6 @@
 """Per layer, the faster form of a pruned linear layer: dense GEMM or CSR sparse kernel.
 
-Issue 14: a sparse weight only pays off where the kernel for it is faster on this device.
+A sparse weight only pays off where the kernel for it is faster on this device.
 Each `nn.Linear` of the compact model is timed on its real input width, dense
 (`F.linear`) against CSR with int32 indices (`torch.addmv` at batch 1, `torch.sparse.addmm`
 above), interleaved

@@ -1,4 +1,4 @@
-"""Inference latency measured fairly: variants interleaved, medians of repeats (issue 14).
+"""Inference latency measured fairly: variants interleaved, medians of repeats.
 
 Timing one variant after another lets frequency scaling, cache state and neighbours on a
 shared machine favour whichever ran last; here every repeat runs each variant once, in an
@@ -17,7 +17,7 @@ import torch
 WARMUP = 3
 MIN_REPEATS = 5
 # A median of 50 interleaved repeats is stable to a few percent on a quiet CPU; more repeats
-# cost every job time (issue 16 measured 200 at 12% of a 2-epoch MNIST MLP job).
+# cost every job time (200 measured 12% of a 2-epoch MNIST MLP job).
 MAX_REPEATS = 50
 
 

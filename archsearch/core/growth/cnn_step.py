@@ -236,8 +236,7 @@ def grow_pair(
     if gamma == 0.0:
         neurons = _none(neurons)
     lam2 = neurons.lambdas[: neurons.count].square().sum().item() if not policy.random else 0.0
-    predicted = gamma0 * dw_rate(stats, layers[i + 1], dw)
-    predicted -= abs(gamma) * first_order_rate(act, layers, stats, i, _signed(neurons, gamma))
+    predicted = _predicted_decrease(act, layers, stats, i, dw, neurons, gamma0, gamma)
     record = LayerGrowth(
         layer=i,
         width_before=layers[i].out_channels,
@@ -256,6 +255,21 @@ def grow_pair(
     )
     apply_pair(model, layers, i, dw, neurons, gamma0, gamma)
     return record
+
+
+def _predicted_decrease(
+    act: nn.Module,
+    layers: list[nn.Conv2d],
+    stats: PairStats,
+    i: int,
+    dw: torch.Tensor,
+    neurons: solver.Neurons,
+    gamma0: float,
+    gamma: float,
+) -> float:
+    """The first-order loss decrease the step predicts: gamma0 dW* plus gamma's neurons."""
+    predicted = gamma0 * dw_rate(stats, layers[i + 1], dw)
+    return predicted - abs(gamma) * first_order_rate(act, layers, stats, i, _signed(neurons, gamma))
 
 
 def dw_rate(stats: PairStats, conv2: nn.Conv2d, dw: torch.Tensor) -> float:

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archsearch.core import runlog
+from archsearch.core.budget import count_training_samples
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.growth.schedule import (
@@ -135,13 +137,60 @@ def _grow(
     )
     state.log.append(entry)
     state.history.append(row)
+    _log_growth(entry, row)
     reason = stop_reason(model, spec, state, entry, row["test_accuracy"])
     if reason:
         state.stopped_at, state.stop_reason = state.step, reason
+        runlog.phase_line(
+            "growth stopped (%s) at step %d; training on with %d parameters",
+            reason,
+            state.step,
+            int(row["parameters"]),
+        )
     # New shapes need a new optimiser; the old moments carry over, zero for new neurons.
     new_optimizer = make_optimizer(model.parameters(), spec.training.optimizer)
     carry_optimizer_state(optimizer, old_params, new_optimizer, list(model.parameters()))
     return new_optimizer
+
+
+def _log_growth(entry: dict[str, Any], row: dict[str, float]) -> None:
+    """One line per growth step: neurons added per layer, and the first-order loss decrease
+    the solver predicted against the one measured on the statistics batch."""
+    layers = entry["layers"]
+    runlog.phase_line(
+        "growth step %d at step %d: added %s neurons (widths %s); loss decrease predicted "
+        "%.4g, measured %.4g; test_accuracy %.4g",
+        entry["growth_step"],
+        entry["optimizer_step"],
+        "+".join(str(layer["added"]) for layer in layers),
+        ", ".join(str(w) for w in entry["widths"]),
+        sum(layer["predicted_decrease"] for layer in layers),
+        sum(layer["measured_decrease"] for layer in layers),
+        row["test_accuracy"],
+    )
+
+
+def _verb(state: GrowState) -> str:
+    return "resumes at" if state.step else "starts at"
+
+
+def _train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    spec: GrowJob,
+    step: int,
+) -> float:
+    """One optimiser step on a batch; returns its loss."""
+    loss = F.cross_entropy(model(xb), yb)
+    ensure_finite(loss, step)
+    optimizer.zero_grad(set_to_none=True)
+    torch.autograd.backward(loss)
+    if spec.training.max_grad_norm is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), spec.training.max_grad_norm)
+    optimizer.step()
+    return loss.item()
 
 
 def run_growth(
@@ -152,6 +201,7 @@ def run_growth(
     model, optimizer, state = _restore(ctx, spec, data, model.to(ctx.device))
     batches = _Batches(len(data.x_train), spec.training.batch_size, spec.training.seed)
     total = spec.training.epochs * batches.per_epoch
+    runlog.phase_line("phase grow %s step %d of %d", _verb(state), state.step + 1, total)
     clock, seconds_base = time.perf_counter(), state.seconds
     loss_sum, count = 0.0, 0
     means = StepMeans()
@@ -167,22 +217,18 @@ def run_growth(
         _set_lr(optimizer, spec, state, total, batches.per_epoch)
         index = batches.at(state.step)
         xb, yb = data.x_train[index].to(ctx.device), data.y_train[index].to(ctx.device)
-        loss = F.cross_entropy(model(xb), yb)
-        ensure_finite(loss, state.step)
-        optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward(loss)
-        if spec.training.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), spec.training.max_grad_norm)
-        optimizer.step()
+        value = _train_step(model, optimizer, xb, yb, spec, state.step)
+        count_training_samples(len(index))
         state.step += 1
         state.seconds = seconds_base + time.perf_counter() - clock
-        value = loss.item()
         loss_sum, count = loss_sum + value, count + 1
         means.add({"train_loss": value})  # a mean per REPORT_EVERY steps, not a row each
         ctx.report(state.step, total, **means.due(last=state.step == total))
         if state.step % batches.per_epoch == 0 or state.step == total:
             row, final = evaluation_row(model, data, state, ctx.device, loss_sum / count)
             state.history.append(row)
+            epoch = math.ceil(state.step / batches.per_epoch)
+            runlog.epoch_line("grow", epoch, spec.training.epochs, row)
             loss_sum, count = 0.0, 0
             _checkpoint(ctx, model, optimizer, state)
     return model, state, final

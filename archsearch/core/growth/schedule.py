@@ -5,7 +5,9 @@ hidden layers are grown in turn every interval of training (steps, or seconds as
 paper); the statistics batch grows as n_l = base * ceil(sqrt(max(fan-in of layer l, width of
 layer l + 1))) (section 3.4: the estimator's variance grows with that dimension); growth
 stops at a target accuracy, a parameter budget, `max_growth_steps`, or once no layer has a
-lambda_1^2 above `lambda_stop`. The loop that applies them is `core.growth.loop`.
+lambda_1^2 above `lambda_stop`. The parameter budget is checked before each layer grows (a
+layer adds at most the neurons that still fit), so `max_parameters` is never exceeded. The
+loop that applies them is `core.growth.loop`.
 A CNN (`growth.family = "cnn"`) grows every layer of its conv chain (`core.growth.cnn_step`):
 the convolutions' channels and the head's hidden widths, in that order in `hidden_widths`.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -25,7 +27,7 @@ from archsearch.core.data.loaders import Dataset
 from archsearch.core.export import count_parameters
 from archsearch.core.growth import cnn_step
 from archsearch.core.growth.layer_step import LayerPolicy, grow_layer
-from archsearch.core.models import Architecture
+from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.growable import linears
 from archsearch.core.training import evaluate_predictions
 from archsearch.specs.grow import GrowJob
@@ -132,29 +134,61 @@ def policy_of(spec: GrowJob) -> LayerPolicy:
     )
 
 
+def architecture_parameters(widths: list[int], spec: GrowJob, data: Dataset) -> int:
+    """Parameters of the registry network with these grown widths (counted on the meta
+    device: no memory, no initialisation)."""
+    with torch.device("meta"):
+        return count_parameters(create_model(architecture_for(widths, spec, data)))
+
+
+def neuron_cost(widths: list[int], h: int, spec: GrowJob, data: Dataset) -> int:
+    """Parameters one more neuron (channel) of layer h adds: its in- and out-weights."""
+    wider = [w + (1 if i == h else 0) for i, w in enumerate(widths)]
+    return architecture_parameters(wider, spec, data) - architecture_parameters(widths, spec, data)
+
+
+def neurons_that_fit(model: nn.Module, h: int, spec: GrowJob, data: Dataset) -> int:
+    """How many neurons layer h may still add without passing `growth.max_parameters`."""
+    cap = spec.growth.max_neurons_per_step
+    if spec.growth.max_parameters is None:
+        return cap
+    room = spec.growth.max_parameters - count_parameters(model)
+    return max(0, min(cap, room // neuron_cost(hidden_widths(model), h, spec, data)))
+
+
+def _grow_one(
+    model: nn.Module, data: Dataset, spec: GrowJob, state: GrowState, h: int, device: torch.device
+) -> dict[str, Any]:
+    seed = spec.training.seed * 1_000_003 + state.growth_steps * 101 + h
+    generator = torch.Generator().manual_seed(seed)
+    n = stat_batch_size(model, h, spec, len(data.x_train))
+    index = torch.randperm(len(data.x_train), generator=generator)[:n]
+    x, y = data.x_train[index].to(device), data.y_train[index].to(device)
+    count_statistics(n)  # no optimiser step: reported apart from the step budget
+    policy = replace(policy_of(spec), max_neurons=neurons_that_fit(model, h, spec, data))
+    grow = cnn_step.grow_pair if is_cnn(model) else grow_layer
+    record = grow(model, x, y, h, policy, generator)
+    return {**asdict(record), "measured_decrease": record.measured_decrease, "stat_batch": n}
+
+
 def growth_step(
     model: nn.Module, data: Dataset, spec: GrowJob, state: GrowState, device: torch.device
 ) -> dict[str, Any]:
-    """Grow every hidden layer once, each on its own seeded statistics batch."""
+    """Grow every hidden layer once, each on its own seeded statistics batch; a layer with no
+    room left under `growth.max_parameters` is skipped (no statistics are read for it)."""
     started = time.perf_counter()
-    records = []
-    grow = cnn_step.grow_pair if is_cnn(model) else grow_layer
-    for h in range(growable_count(model)):
-        seed = spec.training.seed * 1_000_003 + state.growth_steps * 101 + h
-        generator = torch.Generator().manual_seed(seed)
-        n = stat_batch_size(model, h, spec, len(data.x_train))
-        index = torch.randperm(len(data.x_train), generator=generator)[:n]
-        x, y = data.x_train[index].to(device), data.y_train[index].to(device)
-        count_statistics(n)  # no optimiser step: reported apart from the step budget
-        record = grow(model, x, y, h, policy_of(spec), generator)
-        records.append(
-            {**asdict(record), "measured_decrease": record.measured_decrease, "stat_batch": n}
-        )
+    records = [
+        _grow_one(model, data, spec, state, h, device)
+        for h in range(growable_count(model))
+        if neurons_that_fit(model, h, spec, data) > 0
+    ]
+    full = all(neurons_that_fit(model, h, spec, data) == 0 for h in range(growable_count(model)))
     return {
         "growth_step": state.growth_steps + 1,
         "optimizer_step": state.step,
         "widths": hidden_widths(model),
         "layers": records,
+        "at_max_parameters": spec.growth.max_parameters is not None and full,
         "growth_seconds": time.perf_counter() - started,
     }
 
@@ -165,7 +199,7 @@ def stop_reason(
     g = spec.growth
     if g.target_accuracy is not None and accuracy >= g.target_accuracy:
         return "target_accuracy"
-    if g.max_parameters is not None and count_parameters(model) >= g.max_parameters:
+    if entry.get("at_max_parameters"):  # no layer can take one more neuron within the cap
         return "max_parameters"
     if state.growth_steps >= g.max_growth_steps:
         return "max_growth_steps"

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archsearch.core.budget import count_training_samples
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.training import ensure_finite, epoch_batches, evaluate, make_optimizer
 from archsearch.specs.common import TrainingSpec
@@ -52,5 +53,6 @@ def train_for_seconds(
             optimizer.zero_grad(set_to_none=True)
             torch.autograd.backward(loss)
             optimizer.step()
+            count_training_samples(len(index))
             step += 1
         epoch += 1

@@ -58,7 +58,7 @@ def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
         **{f"width_{i}": float(w) for i, w in enumerate(widths)},
     }
     deployable = registry_deployable(model, architecture_for(widths, spec, data), test_acc)
-    metrics.update(write_deployment(ctx, data, deployable, "grow", spec))  # issue 14
+    metrics.update(write_deployment(ctx, data, deployable, "grow", spec))
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
     baseline: list[dict[str, float]] = []

@@ -23,6 +23,7 @@ from archsearch.core.nn.masked import freeze_masks, hard_masks, masks_frozen, se
 from archsearch.core.pruning.baselines import (
     iterative_magnitude_pruning,
     random_masks,
+    random_unit_masks,
     reshuffle_masks,
 )
 from archsearch.core.pruning.build import (
@@ -144,7 +145,8 @@ def baseline_masks(
     generator = torch.Generator().manual_seed(spec.training.seed)
     out: dict[str, dict[str, torch.Tensor]] = {}
     if "random" in spec.baselines:
-        out["random"] = random_masks(learned, spec.density, generator)
+        draw = random_unit_masks if spec.granularity == "unit" else random_masks
+        out["random"] = draw(learned, spec.density, generator)
     if "reshuffle" in spec.baselines:
         out["reshuffle"] = reshuffle_masks(learned, generator)
     # One-shot magnitude pruning is IMP with a single round (prune everything at once).
@@ -172,25 +174,14 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     model, trainer, history = train_masks(spec, data, ctx, architecture, checkpoint)
     masks = {k: v.cpu() for k, v in hard_masks(model).items()}
     test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, ctx.device)
-    metrics = {
-        "test_accuracy": test_acc,
-        "test_loss": test_loss,
-        "masks_frozen_at_step": float(trainer.frozen_at_step),
-        **density_report(model),
-    }
-    if spec.density is not None:
-        metrics["target_density"] = spec.density
-    if math.isfinite(trainer.relaxed_accuracy):
-        # Accuracy lost by binarising the relaxed network at the end (absent when the masks
-        # froze during training and the weights trained on the binary mask afterwards).
-        metrics["binarisation_gap"] = trainer.relaxed_accuracy - test_acc
+    metrics = _mask_metrics(spec, model, trainer, test_acc, test_loss)
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
-    ctx.save_artifact("mask.safetensors", mask_bytes(masks), "application/octet-stream")
+    _save_baselines(ctx, model, {"": masks})
     ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
     deployable = pruned_deployable(model, architecture, test_acc)
-    metrics.update(write_deployment(ctx, data, deployable, "prune", spec))  # issue 14
+    metrics.update(write_deployment(ctx, data, deployable, "prune", spec))
     save_spectrum(ctx, model, architecture)
     frozen_epoch = _frozen_epoch(trainer, spec, data)
     ctx.save_artifact(
@@ -211,13 +202,38 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         warnings += _finetuned_check(tuned, data, ctx, (acc, loss, counts), metrics)
         save_pruned(ctx, tuned, architecture, suffix="-finetuned")
         history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
-    for name, baseline in baseline_masks(spec, data, ctx, architecture, masks).items():
-        ctx.save_artifact(
-            f"mask-{name}.safetensors", mask_bytes(baseline), "application/octet-stream"
-        )
+    _save_baselines(ctx, model, baseline_masks(spec, data, ctx, architecture, masks))
     if history:
         ctx.save_artifact("curves.png", curves_png(history, "prune"), "image/png")
     return Result(metrics=metrics, history=history, warnings=warnings)
+
+
+def _mask_metrics(
+    spec: PruneJob, model: torch.nn.Module, trainer: MaskTrainer, accuracy: float, loss: float
+) -> dict[str, float]:
+    metrics = {
+        "test_accuracy": accuracy,
+        "test_loss": loss,
+        "masks_frozen_at_step": float(trainer.frozen_at_step),
+        **density_report(model),
+    }
+    if spec.density is not None:
+        metrics["target_density"] = spec.density
+    if math.isfinite(trainer.relaxed_accuracy):
+        # Accuracy lost by binarising the relaxed network at the end (absent when the masks
+        # froze during training and the weights trained on the binary mask afterwards).
+        metrics["binarisation_gap"] = trainer.relaxed_accuracy - accuracy
+    return metrics
+
+
+def _save_baselines(
+    ctx: RunContext, model: torch.nn.Module, masks: dict[str, dict[str, torch.Tensor]]
+) -> None:
+    """`mask.safetensors` (name "") and `mask-<baseline>.safetensors`, shaped like the
+    weights at either granularity: `transfer` and users read one format."""
+    for name, mask in masks.items():
+        file = f"mask-{name}.safetensors" if name else "mask.safetensors"
+        ctx.save_artifact(file, mask_bytes(mask, model), "application/octet-stream")
 
 
 def _finetuned_check(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from archsearch.core.context import Result, RunContext
@@ -24,13 +25,14 @@ from archsearch.core.search.compact import compact_architecture, compact_model, 
 from archsearch.core.search.report import adjacency_png, graph_json, mask_bytes, swaps_png
 from archsearch.core.search.strategies import DENSE_FIRST, EdgeController, searchable_edges
 from archsearch.core.training import (
+    TrainHooks,
     evaluate,
     evaluate_predictions,
     fit,
     seed_everything,
     steps_per_epoch,
 )
-from archsearch.specs import SearchJob
+from archsearch.specs import SearchJob, TrainingSpec
 
 
 @dataclass
@@ -92,28 +94,40 @@ def _dense_then_sparse(
         dense_history = [{**row, "sparse_phase": 0.0} for row in outcome.history]
     sparse = EdgeController(model, spec.search, "sparse", per_epoch * spec.training.epochs, budgets)
     sparse.setup()  # the top-k of the dense weights
+    training = _sparse_phase_training(model, spec, init)
+    outcome = fit(model, data, training, ctx, hooks=_keeping(sparse, dense_history), phase="sparse")
+    changed = sparse.finish()
+    history = dense_history + [{**row, "sparse_phase": 1.0} for row in outcome.history]
+    return Wiring(history, evaluated=not changed)
+
+
+def _sparse_phase_training(
+    model: nn.Module, spec: SearchJob, init: dict[str, torch.Tensor]
+) -> TrainingSpec:
+    """lottery_one_shot rewinds the weights (Frankle et al.); fine_tune lowers the rate."""
     training = spec.training
     if spec.search.strategy == "lottery_one_shot":
-        # Rewind every weight to its initial value; the masks stay (Frankle et al.).
+        # Rewind every weight to its initial value; the masks stay.
         model.load_state_dict(
             {k: v for k, v in init.items() if not k.endswith("edges.mask")}, strict=False
         )
-    else:
-        lr = spec.search.fine_tune_lr or spec.training.optimizer.lr / 10
-        training = training.model_copy(
-            update={"optimizer": training.optimizer.model_copy(update={"lr": lr})}
-        )
-    hooks = sparse.hooks()
+        return training
+    lr = spec.search.fine_tune_lr or spec.training.optimizer.lr / 10
+    return training.model_copy(
+        update={"optimizer": training.optimizer.model_copy(update={"lr": lr})}
+    )
+
+
+def _keeping(controller: EdgeController, dense_history: list[dict[str, float]]) -> TrainHooks:
+    """The sparse phase's hooks, with the dense phase's history kept in its checkpoints."""
+    hooks = controller.hooks()
     hooks.extra_state = lambda: {"dense_history": dense_history}
 
     def load_extra(state: dict[str, Any]) -> None:
         dense_history[:] = state.get("dense_history", [])
 
     hooks.load_extra_state = load_extra
-    outcome = fit(model, data, training, ctx, hooks=hooks, phase="sparse")
-    changed = sparse.finish()
-    history = dense_history + [{**row, "sparse_phase": 1.0} for row in outcome.history]
-    return Wiring(history, evaluated=not changed)
+    return hooks
 
 
 def finish(
@@ -135,7 +149,7 @@ def finish(
     save_model(ctx, model, architecture)
     save_model(ctx, compact, compact_arch, suffix="-compact")
     deployable = Deployable(compact, compact_arch, model, architecture, compact_acc, "-compact")
-    deployed = write_deployment(ctx, data, deployable, "search", spec)  # issue 14
+    deployed = write_deployment(ctx, data, deployable, "search", spec)
     ctx.save_artifact("mask.safetensors", mask_bytes(model), "application/octet-stream")
     ctx.save_artifact(
         "graph.json", json_bytes(graph_json(model, keeps, spec.search.strategy)), "application/json"
@@ -144,12 +158,25 @@ def finish(
     title = f"search ({spec.search.strategy})"
     ctx.save_artifact("swaps.png", swaps_png(history, title), "image/png")
     ctx.save_artifact("curves.png", curves_png(history, title), "image/png")
-    layers = searchable_edges(model)
     metrics = {
         "test_accuracy": test_acc,
         "test_loss": test_loss,
         "compact_test_accuracy": compact_acc,
         "compact_test_loss": compact_loss,
+        **_graph_counts(model, compact, architecture, keeps),
+    }
+    # The compact model is the one a user deploys; it computes what the masked one does.
+    quality, warnings = prediction_check(
+        compact, data, ctx.device, compact_acc, compact_loss, counts
+    )
+    return Result(metrics={**metrics, **deployed, **quality}, history=history, warnings=warnings)
+
+
+def _graph_counts(
+    model: nn.Module, compact: nn.Module, architecture: Architecture, keeps: list[torch.Tensor]
+) -> dict[str, float]:
+    layers = searchable_edges(model)
+    return {
         "real_edges": float(sum(layer.num_real() for layer in layers)),
         "admissible_edges": float(sum(int(layer.admissible.sum()) for layer in layers)),
         "parameters": float(count_parameters(compact)),
@@ -157,11 +184,6 @@ def finish(
         "masked_model_macs": float(model_macs(model, architecture.input_shape)),
         "removed_nodes": float(sum(int((~k).sum()) for k in keeps)),
     }
-    # The compact model is the one a user deploys; it computes what the masked one does.
-    quality, warnings = prediction_check(
-        compact, data, ctx.device, compact_acc, compact_loss, counts
-    )
-    return Result(metrics={**metrics, **deployed, **quality}, history=history, warnings=warnings)
 
 
 def final_test(

@@ -30,7 +30,7 @@ def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
         "macs": float(count_macs(model, data.input_shape)),
     }
     deployable = registry_deployable(model, architecture, outcome.test_accuracy)
-    metrics.update(write_deployment(ctx, data, deployable, "train", spec))  # issue 14
+    metrics.update(write_deployment(ctx, data, deployable, "train", spec))
     quality, warnings = prediction_check(
         model, data, ctx.device, outcome.test_accuracy, outcome.test_loss, outcome.predicted_counts
     )

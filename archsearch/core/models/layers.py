@@ -33,7 +33,7 @@ def linear_head(
     (the logits).
 
     Iterated, not sliced: `layers[:-1]` builds a new ModuleList on every forward pass
-    (issue 16: per-step Python time)."""
+    (per-step Python time)."""
     last = len(layers) - 1
     for i, layer in enumerate(layers):
         h = layer(h)

@@ -27,7 +27,7 @@ class MLP(nn.Module):
         self.dropout_active = config.dropout > 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # A dropout of 0 is not called at all (issue 16: per-step Python time).
+        # A dropout of 0 is not called at all (per-step Python time).
         dropout = self.dropout if self.dropout_active else None
         return linear_head(self.layers, self.act, x.flatten(1), dropout)  # (B, classes)
 

@@ -1,6 +1,6 @@
 """MobileNetV1 (Howard et al., 2017): a 3x3 stem conv, then depthwise-separable blocks
 (3x3 depthwise conv + 1x1 pointwise conv, each with batch norm and activation), global
-average pooling and a linear classifier. A parent network of the prune method (issue 5).
+average pooling and a linear classifier. A parent network of the prune method.
 """
 
 from __future__ import annotations

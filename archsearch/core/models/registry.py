@@ -98,7 +98,7 @@ class Architecture:
     @classmethod
     def from_json(cls, text: str | bytes) -> Architecture:
         raw = json.loads(text)
-        pre = raw.get("preprocessing")  # absent in files written before issue 14
+        pre = raw.get("preprocessing")  # absent in files of earlier versions
         return cls(
             config=_model_config_adapter.validate_python(raw["model"]),
             input_shape=tuple(raw["input_shape"]),

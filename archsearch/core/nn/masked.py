@@ -9,13 +9,21 @@ ones kept dense) is swapped for a subclass that owns `mask_logits` (a Parameter)
 `mask_frozen` (a buffer), so masks move with `.to()` and live in the `state_dict`; the
 subclasses are still nn.Linear / nn.Conv2d, so FLOP counters and init code keep working.
 A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gradient.
+
+Unit granularity (`units`): one logit per unit of the layer before, i.e. per input column
+group of this layer (per input channel of a conv; per input channel's `positions` flattened
+inputs of a head that reads a conv's feature map). A unit whose mask is 0 is read by no one,
+so compaction removes it (and the filter or neuron that computes it) exactly: the compact
+model is an ordinary smaller dense network. The mask sits on the reading layer, not on the
+producing one, because a zeroed filter followed by batch norm still outputs a constant that
+padding makes impossible to fold away; a cut read edge always folds to nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +37,14 @@ from archsearch.core.nn.two_temperature import (
 )
 
 MaskInit = Literal["uniform", "half_normal", "normal"]
+
+
+class UnitRead(NamedTuple):
+    """At unit granularity, what a masked layer reads: the units of layer `source`, `width`
+    of them (its input columns come in `width` equal groups, one per unit)."""
+
+    source: str
+    width: int
 
 
 def initial_logits(weight: torch.Tensor, scale: float, init: str) -> torch.Tensor:
@@ -58,6 +74,8 @@ class MaskedMixin:
     t_hard: float
     t_soft: float
     binary_forward: bool
+    unit_source: str | None = None  # unit granularity: the layer whose outputs are masked
+    unit_count: int = 0  # its outputs (0: this layer's input width)
 
     def init_mask(
         self,
@@ -67,21 +85,50 @@ class MaskedMixin:
         *,
         init: str = "uniform",
         binary_forward: bool = False,
+        unit_source: str | None = None,
+        unit_count: int = 0,
     ) -> None:
         module = self  # an nn.Module at run time
         assert isinstance(module, nn.Module), "MaskedMixin is mixed into nn.Module subclasses"
+        self.unit_source, self.unit_count = unit_source, unit_count
+        # Unit granularity: one logit per input unit (dim 1 of the weight, or of a conv).
+        like = self.weight if unit_source is None else self.weight.new_empty(self._units())
         module.register_parameter(
-            "mask_logits", nn.Parameter(initial_logits(self.weight, logit_init, init))
+            "mask_logits", nn.Parameter(initial_logits(like, logit_init, init))
         )
         module.register_buffer("mask_frozen", torch.zeros((), dtype=torch.bool))
         self.t_hard, self.t_soft = t_hard, t_soft
         self.binary_forward = binary_forward
 
+    def _units(self) -> int:
+        """Input units at unit granularity: in_channels of a conv; for a Linear, the units
+        of the layer it reads (`unit_count`, e.g. a conv's channels read by a flattening head)."""
+        return self.unit_count or int(self.weight.shape[1])
+
+    def expand(self, unit_mask: torch.Tensor) -> torch.Tensor:
+        """A mask shaped like the logits, broadcast to the weight's shape."""
+        if self.unit_source is None:
+            return unit_mask
+        grouped = unit_mask.view(1, -1, 1).expand(self.weight.shape[0], -1, self._group())
+        return grouped.reshape(self.weight.shape)
+
+    def _group(self) -> int:
+        """Weight entries per (output, input unit) pair: kernel area or positions."""
+        return self.weight[0].numel() // self._units()
+
     def hard_mask(self) -> torch.Tensor:
-        return (self.mask_logits.detach() > 0).to(self.weight.dtype)  # same shape as weight
+        """1[w > 0] shaped like the weight (unit masks broadcast over their columns)."""
+        return self.expand((self.mask_logits.detach() > 0).to(self.weight.dtype))
+
+    def unit_magnitude(self) -> torch.Tensor:
+        """|w| shaped like the logits: per weight, or the L1 norm of a unit's read column."""
+        weight = self.weight.detach().abs()
+        if self.unit_source is None:
+            return weight
+        return weight.reshape(weight.shape[0], self._units(), -1).sum(dim=(0, 2))
 
     def frozen_mask(self) -> torch.Tensor:
-        """`hard_mask()`, computed once while the logits stay unchanged (issue 16).
+        """`hard_mask()`, computed once while the logits stay unchanged.
 
         Keyed by the logits' version counter (bumped by every in-place write: `set_masks`,
         `load_state_dict`, an optimiser step), their storage (`.to()`, a copy) and the
@@ -110,7 +157,11 @@ class MaskedMixin:
         return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
 
     def masked_weight(self) -> torch.Tensor:
-        return self.weight * self.mask()
+        if self.unit_source is None or bool(self.mask_frozen):
+            return self.weight * self.mask()  # a frozen mask is already weight-shaped
+        out = self.weight.shape[0]
+        grouped = self.weight.reshape(out, self._units(), -1) * self.mask().view(1, -1, 1)
+        return grouped.reshape(self.weight.shape)
 
 
 class MaskedLinear(MaskedMixin, nn.Linear):
@@ -178,18 +229,35 @@ def mask_model(
     t_soft: float = 10.0,
     init: MaskInit = "uniform",
     binary_forward: bool = False,
+    units: dict[str, UnitRead] | None = None,
 ) -> list[str]:
-    """Swap every prunable layer of `model` (in place) for its masked twin; return their names."""
+    """Swap every prunable layer of `model` (in place) for its masked twin; return their names.
+
+    With `units` (layer name -> the units it reads), only those layers are masked, one logit
+    per unit read; `keep_dense` then names layers whose own units stay unmasked.
+    """
     names = prunable_layer_names(model)
     dense = _resolve_dense(names, keep_dense)
-    masked = [n for n in names if n not in dense]
+    if units is None:
+        masked = [n for n in names if n not in dense]
+    else:
+        masked = [n for n, read in units.items() if read.source not in dense]
     if not masked:
         raise UserError("keep_dense leaves no layer to prune; keep fewer layers dense")
     for name in masked:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         layer = _masked_copy(parent.get_submodule(child))
-        layer.init_mask(logit_init, t_hard, t_soft, init=init, binary_forward=binary_forward)
+        read = units[name] if units is not None else UnitRead("", 0)
+        layer.init_mask(
+            logit_init,
+            t_hard,
+            t_soft,
+            init=init,
+            binary_forward=binary_forward,
+            unit_source=read.source or None,
+            unit_count=read.width,
+        )
         setattr(parent, child, layer)
     return masked
 
@@ -216,7 +284,7 @@ def set_masks(model: nn.Module, masks: dict[str, torch.Tensor]) -> None:
     with torch.no_grad():
         for name, keep in masks.items():
             layer = layers[name]
-            assert keep.shape == layer.weight.shape, f"mask of {name}: shape {tuple(keep.shape)}"
+            assert keep.shape == layer.mask_logits.shape, f"mask of {name}: {tuple(keep.shape)}"
             layer.mask_logits.copy_(torch.where(keep.to(layer.weight.device), 1.0, -1.0))
             layer.mask_frozen.fill_(True)
 
@@ -233,7 +301,7 @@ def masks_frozen(model: nn.Module) -> bool:
 def positive_count(logits: torch.Tensor) -> int:
     """How many logits are above 0 (the connections kept), exactly.
 
-    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor; issue 16):
+    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor):
     a sum of 0s and 1s is exact while every partial sum is an integer the dtype holds.
     """
     exact_up_to = {torch.float32: 2**24, torch.float64: 2**53}.get(logits.dtype, 0)
@@ -274,8 +342,23 @@ def make_weight_free(model: nn.Module, *, scaled: bool = True) -> None:
             layer.weight.fill_(1.0 / math.sqrt(fan_in(layer)) if scaled else 1.0)
             if layer.bias is not None:
                 layer.bias.zero_()
+    train_masks_only(model)
+
+
+def train_masks_only(model: nn.Module) -> None:
+    """Every parameter but the mask logits fixed (weight-free training)."""
     for name, param in model.named_parameters():
         param.requires_grad_(name.endswith("mask_logits"))
+
+
+def weight_masks(model: nn.Module, masks: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Masks of `hard_masks`' shapes as masks shaped like each layer's weight (unit masks
+    broadcast over the columns they cut): the files users and `transfer` read."""
+    layers = dict(masked_layers(model))
+    return {
+        name: layers[name].expand(mask.to(layers[name].weight.device)).to(torch.bool).cpu()
+        for name, mask in masks.items()
+    }
 
 
 def plain_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

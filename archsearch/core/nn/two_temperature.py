@@ -27,7 +27,7 @@ def soft_sigmoid_grad(grad_mask: torch.Tensor, logits: torch.Tensor, t_soft: flo
     """grad_mask * t_soft * s * (1 - s) with s = sigmoid(t_soft * logits), in 4 passes.
 
     torch's fused `sigmoid_backward` (g * (1 - s) * s) replaces three separate products and
-    the `1 - s` temporary (issue 16: the surrogate gradient was the mask's costliest step);
+    the `1 - s` temporary (the surrogate gradient was the mask's costliest step);
     the factors are multiplied in another order, so the result may differ in the last bit.
     """
     soft = torch.mul(logits, t_soft).sigmoid_()

@@ -6,7 +6,10 @@ remaining weights by magnitude, rewind to the initial weights, repeat) and secti
 (layer-wise reshuffle: same density per layer, random positions). One-shot magnitude
 pruning (Han et al., 2015) is IMP with a single round.
 
-A mask set is a dict {layer name: bool tensor shaped like the layer's weight}.
+A mask set is a dict {layer name: bool tensor shaped like the layer's mask logits}: like
+its weight, or at unit granularity one entry per unit it reads. There the magnitude is the
+L1 norm of each unit's filter or neuron (`pruning.units.unit_l1_scores`, filter pruning of
+Li et al., 2017) and random pruning draws units.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from torch import nn
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.nn.masked import masked_layers, set_masks
+from archsearch.core.pruning.units import unit_l1_scores
 from archsearch.core.training import fit
 from archsearch.specs.budget import imp_schedule
 from archsearch.specs.common import TrainingSpec
@@ -45,6 +49,14 @@ def random_masks(like: Masks, density: float, generator: torch.Generator) -> Mas
     return _split(keep, like)
 
 
+def random_unit_masks(like: Masks, density: float, generator: torch.Generator) -> Masks:
+    """Random units, round(density * units) of each layer (as the learned unit masks are
+    finalised per layer, `pruning.trainer`): a global draw could leave a layer empty."""
+    return {
+        name: random_masks({name: mask}, density, generator)[name] for name, mask in like.items()
+    }
+
+
 def reshuffle_masks(masks: Masks, generator: torch.Generator) -> Masks:
     """Section 3.3: each layer keeps its number of connections, at random positions."""
     out = {}
@@ -55,9 +67,20 @@ def reshuffle_masks(masks: Masks, generator: torch.Generator) -> Masks:
 
 
 def magnitude_masks(
-    weights: dict[str, torch.Tensor], density: float, allowed: Masks | None = None
+    weights: dict[str, torch.Tensor],
+    density: float,
+    allowed: Masks | None = None,
+    per_layer: bool = False,
 ) -> Masks:
-    """Global magnitude pruning: keep the round(density * D) largest |w| among `allowed`."""
+    """Global magnitude pruning: keep the round(density * D) largest |w| among `allowed`;
+    `per_layer` (units): the same fraction of every layer."""
+    if per_layer:
+        return {
+            name: magnitude_masks({name: w}, density, {name: allowed[name]} if allowed else None)[
+                name
+            ]
+            for name, w in weights.items()
+        }
     flat = torch.cat([w.detach().abs().flatten().cpu() for w in weights.values()])  # (D,)
     if allowed is not None:
         flat = torch.where(torch.cat([a.flatten().cpu() for a in allowed.values()]), flat, -1.0)
@@ -68,12 +91,19 @@ def magnitude_masks(
 
 
 def masked_weights(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {name: layer.weight.detach() * layer.hard_mask() for name, layer in masked_layers(model)}
+    """The magnitudes that magnitude pruning ranks, shaped like the masks (0 where pruned)."""
+    units = unit_l1_scores(model)
+    out = {}
+    for name, layer in masked_layers(model):
+        kept = (layer.mask_logits.detach() > 0).to(layer.weight.dtype)
+        score = units[name].to(kept.device) if name in units else layer.weight.detach()
+        out[name] = score * kept
+    return out
 
 
 def all_kept(model: nn.Module) -> Masks:
     return {
-        name: torch.ones_like(layer.weight, dtype=torch.bool, device="cpu")
+        name: torch.ones_like(layer.mask_logits, dtype=torch.bool, device="cpu")
         for name, layer in masked_layers(model)
     }
 
@@ -110,13 +140,14 @@ def iterative_magnitude_pruning(
     weights by global magnitude and rewinds every weight to its value at initialisation.
     """
     init_state = {k: v.clone() for k, v in model.state_dict().items()}
+    units = all(layer.unit_source is not None for _, layer in masked_layers(model))
     result, masks, start, rounds = IMPResult(), all_kept(model), time.perf_counter(), 0
     set_masks(model, masks)
     targets = set(densities)
     for step_density in _imp_steps(densities, prune_fraction):
         fit(model, data, training, ctx, params=params, phase=f"imp-{rounds}")
         rounds += 1
-        masks = magnitude_masks(masked_weights(model), step_density, allowed=masks)
+        masks = magnitude_masks(masked_weights(model), step_density, masks, per_layer=units)
         model.load_state_dict(init_state)  # rewind
         set_masks(model, masks)
         if step_density in targets:

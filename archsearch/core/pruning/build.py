@@ -23,11 +23,15 @@ from archsearch.core.nn.masked import (
     layer_densities,
     make_weight_free,
     mask_model,
+    masked_layers,
     plain_state_dict,
+    train_masks_only,
+    weight_masks,
 )
 from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.plots import spectrum_png
 from archsearch.core.pruning.spectrum import mlp_weights, normalized_laplacian_spectrum
+from archsearch.core.pruning.units import unit_plan
 from archsearch.specs.model_configs import MLPConfig
 from archsearch.specs.prune import PruneJob
 
@@ -35,9 +39,11 @@ from archsearch.specs.prune import PruneJob
 def build_masked_model(
     spec: PruneJob, architecture: Architecture, weights: str | None = None
 ) -> nn.Module:
-    """A fresh parent network (seed torch first) with mask logits on its prunable layers."""
+    """A fresh parent network (seed torch first) with mask logits on its prunable layers
+    (per weight, or per unit at `granularity: unit`)."""
     model = create_model(architecture)
     temps = spec.temperatures
+    units = unit_plan(architecture) if spec.granularity == "unit" else None
     mask_model(
         model,
         keep_dense=spec.keep_dense,
@@ -46,9 +52,15 @@ def build_masked_model(
         t_soft=temps.soft,
         init=spec.mask_init,
         binary_forward=spec.forward == "binary",
+        units=units,
     )
     if (weights or spec.weights) == "free":
-        make_weight_free(model)
+        # Units of one layer share nothing to tell them apart when every weight is one
+        # constant: at unit granularity the random initial weights stay, fixed.
+        if units is not None:
+            train_masks_only(model)
+        else:
+            make_weight_free(model)
     return model
 
 
@@ -68,7 +80,11 @@ def plain_model(model: nn.Module, architecture: Architecture) -> nn.Module:
     return plain.to(next(model.parameters()).device).eval()
 
 
-def mask_bytes(masks: dict[str, torch.Tensor]) -> bytes:
+def mask_bytes(masks: dict[str, torch.Tensor], model: nn.Module | None = None) -> bytes:
+    """Boolean masks as safetensors; with `model`, unit masks are written as weight masks
+    (each shaped like its layer's weight), the form `transfer` and users read."""
+    if model is not None:
+        masks = weight_masks(model, masks)
     return tensors_to_bytes({name: m.to(torch.bool) for name, m in masks.items()})
 
 
@@ -95,11 +111,18 @@ def save_pruned(
 
 
 def density_report(model: nn.Module) -> dict[str, float]:
+    """Density over the masks (units at unit granularity); at unit granularity also the
+    fraction of the masked layers' weights that stays (`weight_density`)."""
     layers = layer_densities(model)
     masks = hard_masks(model)
     kept = sum(int(m.sum()) for m in masks.values())
     total = sum(m.numel() for m in masks.values())
-    return {"density": kept / max(1, total), **{f"density/{n}": d for n, d in layers.items()}}
+    report = {"density": kept / max(1, total), **{f"density/{n}": d for n, d in layers.items()}}
+    if any(layer.unit_source is not None for _, layer in masked_layers(model)):
+        weights = weight_masks(model, masks).values()
+        kept_w = sum(int(m.sum()) for m in weights)
+        report["weight_density"] = kept_w / max(1, sum(m.numel() for m in weights))
+    return report
 
 
 def save_spectrum(ctx: RunContext, model: nn.Module, architecture: Architecture) -> None:

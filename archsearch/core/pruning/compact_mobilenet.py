@@ -1,4 +1,4 @@
-"""Compaction of MobileNetV1: a channel goes with its depthwise filter (issue 14).
+"""Compaction of MobileNetV1: a channel goes with its depthwise filter.
 
 A depthwise conv ties channel c of a block's input to channel c of its output, so channel c
 of a width level (the output of the stem or of a block's pointwise conv) is removed together

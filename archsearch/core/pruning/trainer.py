@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from archsearch.core import runlog
 from archsearch.core.nn.masked import (
     density,
     freeze_masks,
@@ -52,7 +53,7 @@ class MaskSchedule:
 
 def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> torch.optim.Optimizer:
     # The fused kernel where torch has one, as for the weights (`core.training.fusable`): one
-    # call per step instead of a loop of small ops per logit tensor (issue 16). The same
+    # call per step instead of a loop of small ops per logit tensor. The same
     # update; only float rounding may differ.
     fused = fusable(params)
     if name == "sgd":
@@ -60,25 +61,44 @@ def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> tor
     return torch.optim.Adam(params, lr=lr, fused=fused)
 
 
+def _top_k(score: torch.Tensor, k: int) -> torch.Tensor:
+    keep = torch.zeros_like(score, dtype=torch.bool)
+    keep[score.topk(k).indices] = True
+    return keep
+
+
+def _keep_at_density(scores: list[torch.Tensor], target: float, per_layer: bool) -> torch.Tensor:
+    """Which of the concatenated scores to keep: the round(target * D) largest overall, or
+    per layer (each keeps round(target * its size), at least one)."""
+    if not per_layer:
+        flat = torch.cat(scores)
+        return _top_k(flat, max(1, round(target * flat.numel())))
+    return torch.cat([_top_k(s, max(1, round(target * s.numel()))) for s in scores])
+
+
 def finalize_to_density(model: nn.Module, target: float) -> None:
     """Make exactly round(target * D) logits positive (the largest ones) and freeze.
 
     The step that crosses the target can overshoot by a few logits; moving the threshold
-    to the k-th largest logit makes the final density exact.
+    to the k-th largest logit makes the final density exact. Unit masks are finalised per
+    layer: a global threshold over units can leave a layer with none (measured: 1 of 24
+    hidden units at a global unit density of 0.25), and a layer without units is a network
+    without output; every layer keeps its share of units, the logits pick which.
     """
-    logits = mask_logits(model)
-    flat = torch.cat([p.detach().flatten() for p in logits])  # (D,)
+    layers = [layer for _, layer in masked_layers(model)]
     # Many logits sit exactly at the cap; among equal logits the larger |weight| wins.
-    magnitude = torch.cat(
-        [layer.weight.detach().abs().flatten() for _, layer in masked_layers(model)]
-    )
-    score = flat + 1e-7 * magnitude / magnitude.max().clamp(min=1e-12)
-    k = max(1, round(target * flat.numel()))
-    keep = torch.zeros_like(flat, dtype=torch.bool)
-    keep[score.topk(k).indices] = True
+    magnitudes = [layer.unit_magnitude().flatten() for layer in layers]
+    largest = torch.cat(magnitudes).max().clamp(min=1e-12)
+    scores = [
+        layer.mask_logits.detach().flatten() + 1e-7 * magnitude / largest
+        for layer, magnitude in zip(layers, magnitudes, strict=True)
+    ]
+    per_layer = all(layer.unit_source is not None for layer in layers)
+    keep = _keep_at_density(scores, target, per_layer)
     with torch.no_grad():
         start = 0
-        for p in logits:
+        for layer in layers:
+            p = layer.mask_logits
             part = keep[start : start + p.numel()].view_as(p)
             p.copy_(torch.where(part, p.clamp(min=1e-4), p.clamp(max=-1e-4)))
             start += p.numel()
@@ -134,7 +154,7 @@ class MaskTrainer:
                 return loss + self._penalty([1.0 + p for p in self.logits])
             # The penalty's value joins the loss (it is reported); its gradient, a closed
             # form, is added in `after_step`: a graph of five nodes per layer cost more
-            # than the sum itself (issue 16). 1 + w is kept for that gradient.
+            # than the sum itself. 1 + w is kept for that gradient.
             with torch.no_grad():
                 shifted = [1.0 + p for p in self.logits]
                 value = self._penalty(shifted)
@@ -189,7 +209,7 @@ class MaskTrainer:
 
     def after_step(self, step: int) -> dict[str, float]:
         if self.frozen_density is not None:
-            # Frozen masks never change: no logit step, no density pass (issue 16: that
+            # Frozen masks never change: no logit step, no density pass (that
             # pass over every logit cost 14% of the loop after the freeze).
             return {"density": self.frozen_density, "gamma": float(self.gamma or 0.0)}
         s = self.schedule
@@ -208,6 +228,7 @@ class MaskTrainer:
             if current <= s.target or step + 1 >= self.force_step:
                 finalize_to_density(self.model, s.target)
                 self.frozen_at_step, current = step, density(self.model)
+                runlog.phase_line("masks frozen at step %d: density %.4g", step + 1, current)
             elif s.adaptive:
                 # Multiplicative control: gamma grows while the density lags behind the plan
                 # (by at most x adapt_rate a step) and holds when ahead. Never lowering it
@@ -230,7 +251,8 @@ class MaskTrainer:
         lo, hi = self.hist_range
         counts = torch.histc(flat.clamp(lo, hi), bins=HIST_BINS, min=lo, max=hi)
         self.histograms.append(counts.tolist())
-        return {"density": density(self.model)}
+        frozen = sum(bool(layer.mask_frozen) for layer in self.layers)
+        return {"density": density(self.model), "frozen_layers": float(frozen)}
 
     def extra_state(self) -> dict[str, Any]:
         return {

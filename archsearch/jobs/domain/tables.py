@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     Uuid,
@@ -189,3 +190,18 @@ class WorkerRecord(Base):
     current_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     started_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class RunningCount(Base):
+    """Running jobs of one user or team: the sum of its shards' `running`. On PostgreSQL a
+    trigger on `jobs` keeps it, in the transaction that moves a job into or out of
+    `running` (migration 0011), so a claim reads a few rows per user and team instead of
+    every running job (SQLite, one process, counts the jobs). Shards: concurrent claims of
+    one user's jobs lock different rows."""
+
+    __tablename__ = "running_counts"
+
+    kind: Mapped[str] = mapped_column(String(4), primary_key=True)  # user | team
+    subject_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    running: Mapped[int] = mapped_column(Integer, default=0)

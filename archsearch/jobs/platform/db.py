@@ -27,7 +27,7 @@ DATABASE_REFUSED_INPUT: tuple[type[Exception], ...] = (exc.DataError,)
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets the API read while the local runner writes; foreign keys are off by default.
     # synchronous=NORMAL, SQLite's advice for WAL: a commit no longer waits for an fsync
-    # (a running job commits its progress twice a second; issue 16), and the database stays
+    # (a running job commits its progress twice a second), and the database stays
     # consistent. A killed process loses nothing; only a power cut may undo the last commits.
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")

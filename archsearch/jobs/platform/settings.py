@@ -11,8 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_SECRET_CHARACTERS = 32  # a guessable secret lets anyone forge a session cookie
 
 
 def default_data_home() -> Path:
@@ -34,7 +36,7 @@ class Settings(BaseSettings):
         default=None, description="Redis URL of the Celery broker; unset: jobs run in-process"
     )
     artifact_root: Path | None = Field(default=None, description="default: `home`/artifacts")
-    # Object storage (issue 17): artifacts, checkpoints and uploaded datasets.
+    # Object storage: artifacts, checkpoints and uploaded datasets.
     storage_url: str | None = Field(
         default=None,
         description="s3://bucket/prefix for an S3-compatible store; unset: `artifact_root`",
@@ -67,6 +69,21 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         default=60.0, gt=0, description="a silent worker loses its job after this"
     )
+    storage_outage_limit_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="an object-store outage shorter than this never fails a job (it is "
+        "retried for a lease time, then handed back to the queue without using an attempt)",
+    )
+    orphan_sweep_seconds: float = Field(
+        default=600.0, gt=0, description="how often a worker removes objects of no live job"
+    )
+    orphan_grace_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="an object of no job or dataset row is removed once this old (an upload "
+        "in progress writes its files before its row)",
+    )
     stop_grace_seconds: float = Field(
         default=60.0,
         ge=0,
@@ -81,7 +98,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     local_runner_threads: int = Field(default=1, ge=1)
-    # Team mode (issue 6).
+    # Team mode.
     auth: Literal["auto", "token", "none"] = Field(
         default="auto",
         description="auto: tokens required in team mode (a broker is set), not embedded",
@@ -91,7 +108,7 @@ class Settings(BaseSettings):
     worker_device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="what a worker process offers; auto: CUDA when present"
     )
-    # Issue 16: torch's intra-op threads per worker process; without a setting every process
+    # torch's intra-op threads per worker process; without a setting every process
     # takes every core, and the processes of one machine fight over them.
     torch_threads: int | None = Field(
         default=None,
@@ -107,7 +124,7 @@ class Settings(BaseSettings):
         description="normalised datasets kept by the workers (memory-mapped .npy); "
         "default: `home`/cache/datasets",
     )
-    # Request bodies and dataset uploads (issue 7): every limit is answered with 413 naming it.
+    # Request bodies and dataset uploads: every limit is answered with 413 naming it.
     json_max_bytes: int = Field(
         default=1 << 20, ge=1, description="size of a JSON request body (a job spec)"
     )
@@ -119,7 +136,7 @@ class Settings(BaseSettings):
     upload_max_image_pixels: int = Field(
         default=4096 * 4096, ge=1, description="pixels of one image"
     )
-    # Issue 15: an upload's decoded arrays are built inside this budget (checked as they are
+    # an upload's decoded arrays are built inside this budget (checked as they are
     # produced), and at most this many uploads are decoded at once in the API process.
     upload_max_memory_bytes: int = Field(
         default=512 << 20, ge=1 << 20, description="memory one upload's decoded arrays may use"
@@ -138,11 +155,29 @@ class Settings(BaseSettings):
     dataset_min_class_samples: int = Field(
         default=5, ge=1, description="training samples every class of an upload needs"
     )
-    # The dashboard's sign-in (issue 13): a session cookie signed with this secret.
+    # The dashboard's sign-in: a session cookie signed with this secret.
     session_secret: SecretStr | None = Field(
         default=None,
         description="signs dashboard session cookies; set the same value on every API "
         "process (unset: a random one per process, so sessions end when it restarts)",
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="addresses (comma-separated, or *) of TLS-terminating proxies whose "
+        "X-Forwarded-Proto/-For the API trusts: behind one on another host, set its address, "
+        "so session cookies keep Secure and logs name the client",
+    )
+    keep_alive_seconds: float = Field(
+        default=75.0,
+        gt=0,
+        description="an idle HTTP connection stays open this long; longer than a client's "
+        "polling pause, so a reused connection is never closed under the client",
+    )
+    auth_failures_per_minute: int = Field(
+        default=20,
+        ge=1,
+        description="failed authentications per client address, and per token prefix, in a "
+        "minute before further attempts answer 429 (counted per API process)",
     )
     session_max_age_seconds: int = Field(
         default=8 * 3600, ge=60, le=30 * 24 * 3600, description="a dashboard session's lifetime"
@@ -173,6 +208,17 @@ class Settings(BaseSettings):
     webhook_poll_seconds: float = Field(
         default=1.0, gt=0, description="how often a process looks for due webhook deliveries"
     )
+
+    @field_validator("session_secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value()) < MIN_SECRET_CHARACTERS:
+            raise ValueError(
+                f"ARCHSEARCH_SESSION_SECRET has {len(secret.get_secret_value())} characters; "
+                f"it signs session cookies and needs at least {MIN_SECRET_CHARACTERS}: make "
+                "one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return secret
 
     @property
     def embedded(self) -> bool:

@@ -3,7 +3,7 @@ uploaded ones (`{"id": ...}`) from the `datasets` table and the dataset store, n
 with their stored statistics. (The submit-time check of the input shape is torch-free and
 lives in the domain: `jobs.domain.validation`.)
 
-Datasets load once per worker (issue 16): a `DatasetCache` keeps each dataset whole, keyed
+Datasets load once per worker: a `DatasetCache` keeps each dataset whole, keyed
 by name and version (a built-in's source files and statistics, an upload's stored checksum).
 The first load writes .npy files to the cache folder: the built-in images as raw uint8
 pixels, normalised per batch when a job takes rows (`core.data.inputs`), uploads as float32
@@ -39,7 +39,7 @@ from archsearch.specs import DatasetRef, JobBase
 
 SPLITS = ("x_train", "y_train", "x_test", "y_test")
 INPUTS = ("x_train", "x_test")
-CACHE_FORMAT = "2"  # 2: inputs as stored by `Inputs` plus inputs.json (issue 16)
+CACHE_FORMAT = "2"  # 2: inputs as stored by `Inputs` plus inputs.json
 KEPT_IN_PROCESS = 4  # datasets one process keeps mapped (least recently used dropped first)
 
 

@@ -4,14 +4,18 @@ device a claimed job runs on. The process is pinned to at most one GPU
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
 from archsearch.core.errors import UserError
+from archsearch.core.training import flush_denormals
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.specs import JobBase
+
+log = logging.getLogger(__name__)
 
 
 def pick_device(spec: JobBase) -> torch.device:
@@ -45,7 +49,16 @@ def device_details(offer: Offer) -> tuple[int | None, str | None]:
 
 
 def apply_torch_threads(settings: Settings) -> int:
-    """Set this process's torch threads from the settings (issue 16); returns the count."""
+    """Set this process's torch threads from the settings; returns the count."""
     threads = settings.resolved_torch_threads
     torch.set_num_threads(threads)
     return threads
+
+
+def prepare_training_thread(settings: Settings) -> int:
+    """Call first in every thread that runs jobs (a pool process's main thread, each
+    embedded runner thread): its torch threads, and subnormal floats flushed to zero
+    (`core.training.flush_denormals`: a per-thread flag). Returns the torch threads."""
+    if not flush_denormals():
+        log.warning("this CPU cannot flush subnormal floats; soft prune masks may run slowly")
+    return apply_torch_threads(settings)

@@ -7,6 +7,12 @@ is recorded here and nowhere else: `succeeded` (with the run's warnings, if any:
 finished, but its result deserves a look), `failed` (with a message the user can act on),
 or `cancelled`. Transient infrastructure errors are re-raised as `TransientFailure`
 after the job is put back in the queue, so the caller retries; user errors never retry.
+
+An object-store outage is ridden out inside the job first: storage calls retry for a lease
+time (`objects.storage_patience`); past that the job is handed back to the queue without
+consuming an attempt, and only an outage longer than `storage_outage_limit_seconds` fails
+it, saying so. A misconfigured store (a missing bucket, refused credentials) fails the job
+as an infrastructure error, never as "a bug".
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import claim_next
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.objects import (
+    StorageConfigError,
+    StorageUnavailable,
+    storage_patience,
+)
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime import studies
 from archsearch.jobs.runtime.context import DbRunContext, JobPreempted
@@ -50,6 +61,9 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+# What `_run` passes up to `run_claimed` rather than recording as the job's outcome.
+PASSED_UP: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, StorageUnavailable)
 
 
 class TransientFailure(Exception):
@@ -93,20 +107,23 @@ def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
     worker = worker_name()
     if services.stop.requested:
         return None
-    with transaction(services.sessions) as session:
-        job_id = claim_next(
-            session, worker, offer, services.settings, services.store.has_checkpoint
-        )
-        if job_id is None:
-            return None
-        raw_spec = repository.get_job(session, job_id).spec
-        worker_repository.set_current_job(session, worker, job_id)
+    try:
+        with transaction(services.sessions) as session:
+            job_id = claim_next(
+                session, worker, offer, services.settings, services.store.has_checkpoint
+            )
+            if job_id is None:
+                return None
+            raw_spec = repository.get_job(session, job_id).spec
+            worker_repository.set_current_job(session, worker, job_id)
+    except StorageUnavailable as exc:  # the claim looks for a checkpoint; nothing was claimed
+        raise TransientFailure(str(exc)) from exc
     try:
         run_claimed(services, job_id, worker, raw_spec)
     finally:
         with transaction(services.sessions) as session:
             worker_repository.set_current_job(session, worker, None)
-        release_memory()  # the next job starts from the same resident size (issue 16)
+        release_memory()  # the next job starts from the same resident size
     return job_id
 
 
@@ -114,15 +131,19 @@ def run_claimed(
     services: Services, job_id: uuid.UUID, worker: str, raw_spec: dict[str, Any]
 ) -> JobStatus | None:
     """Run a job this worker has claimed and record its outcome (None: the lease was lost)."""
+    patience = services.settings.lease_seconds
     try:
         # The job's log captures this thread's records: the run, and these two lines.
         with JobLog(services, job_id), LeaseKeeper(services, job_id, worker) as lease:
             log.info("job %s running on worker %s", job_id, worker)
-            outcome = _run(services, job_id, raw_spec, lease.lost)
+            with storage_patience(patience):
+                outcome = _run(services, job_id, raw_spec, lease.lost)
             log.info("run ended: %s (%s)", outcome.status.value, outcome.reason)
     except TRANSIENT_ERRORS as exc:
         _requeue_best_effort(services, job_id, f"interrupted by {type(exc).__name__}")
         raise TransientFailure(str(exc)) from exc
+    except StorageUnavailable as exc:
+        outcome = _storage_outage(services, job_id, worker, exc)
     if lease.lost.is_set():
         return None  # another attempt owns the job and will record its end
     if outcome.status is JobStatus.queued:
@@ -148,7 +169,10 @@ def record_outcome(services: Services, job_id: uuid.UUID, outcome: Outcome, work
             actor=worker,
         )
     if outcome.status.terminal:
-        services.store.delete_checkpoint(job_id)
+        try:
+            services.store.delete_checkpoint(job_id)
+        except StorageUnavailable:  # the reaper's orphan sweep removes it later
+            log.warning("could not delete the checkpoint of job %s", job_id)
         # A study's job: tell its trial, ask the next ones (idempotent; the tick retries).
         studies.after_job_finished(services, job_id)
 
@@ -167,8 +191,14 @@ def _run(
         return Outcome(JobStatus.cancelled, "cancelled while running")
     except UserError as exc:
         return Outcome.failed("user error", str(exc))
-    except TRANSIENT_ERRORS:
+    except PASSED_UP:
         raise
+    except StorageConfigError as exc:
+        return Outcome.failed(
+            "storage misconfigured",
+            f"the object store is misconfigured ({exc}). This is an infrastructure problem "
+            "for the administrator, not a problem of the job: resubmit it once it is fixed.",
+        )
     except torch.OutOfMemoryError:
         return Outcome.failed(
             "out of memory",
@@ -190,6 +220,28 @@ def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext) -> Result:
     summary = {"method": spec.method, "final": result.metrics, "history": result.history}
     ctx.save_artifact("metrics.json", json_bytes(summary), "application/json")
     return result
+
+
+def _storage_outage(
+    services: Services, job_id: uuid.UUID, worker: str, exc: StorageUnavailable
+) -> Outcome:
+    """Fail the job if the store has been away longer than the limit; else hand it back
+    to the queue without consuming an attempt, and let the caller retry later."""
+    limit = services.settings.storage_outage_limit_seconds
+    if exc.outage_seconds >= limit:
+        return Outcome.failed(
+            "storage unavailable",
+            f"the object store was unreachable for {exc.outage_seconds:.0f}s, longer than "
+            f"storage_outage_limit_seconds ({limit:.0f}s): {exc}. An infrastructure outage, "
+            "not a problem of the job: resubmit it once the store is back.",
+        )
+    try:
+        with transaction(services.sessions) as session:
+            reason = f"object store unavailable ({exc}); handed back"
+            handback.hand_back(session, job_id, worker, reason, preempted=False)
+    except Exception:  # the database may be away too; the lease covers that
+        log.warning("could not hand job %s back; its lease will expire", job_id)
+    raise TransientFailure(str(exc)) from exc
 
 
 def _requeue_best_effort(services: Services, job_id: uuid.UUID, reason: str) -> None:

@@ -66,14 +66,14 @@ class LocalRunner:
                 claims.requeue_job(session, job_id, "server restarted while the job ran")
 
     def _work(self) -> None:
-        from archsearch.jobs.runtime.device import apply_torch_threads
+        from archsearch.jobs.runtime.device import prepare_training_thread
         from archsearch.jobs.runtime.executor import (  # torch loads with the first job
             TransientFailure,
             execute_next,
         )
 
         # The threads are the process's: each runner thread sets the same share.
-        apply_torch_threads(self.services.settings)
+        prepare_training_thread(self.services.settings)
 
         while True:
             self._wake.acquire()

@@ -29,6 +29,7 @@ CSV_FIELDS = (
     "parameters",
     "macs",
     "optimizer_steps",
+    "samples_seen",
     "compact_bytes",
     "latency_ms",
     "wall_clock_s",

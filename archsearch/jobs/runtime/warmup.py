@@ -1,4 +1,4 @@
-"""A worker is warm before it claims (issue 16): the modules a first job would import lazily
+"""A worker is warm before it claims: the modules a first job would import lazily
 are imported with this module (method modules by `preload`, matplotlib), and `warm_up` runs
 a whole tiny job so the kernels, autograd, the plots and the deployment export load here,
 not inside the first real job (which ran 4-5x slower than a warm one)."""
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 def preload() -> None:
     """Import what a first job would import lazily (every method, matplotlib) and draw one
     small figure (matplotlib's fonts load on the first text it renders). Not scikit-learn
-    (72 MB resident, issue 16): only building the `digits` cache needs it, once per machine.
+    (72 MB resident): only building the `digits` cache needs it, once per machine.
 
     Safe before a fork: nothing here starts a thread or touches CUDA.
     """
@@ -41,7 +41,7 @@ def preload() -> None:
 def warm_up(device: torch.device) -> None:
     """A whole tiny `train` job in memory on `device` (64 random 8x8 images, one epoch): the
     kernels, the autograd engine, the plots, the deployment export and its ONNX check load
-    here, not inside the first real job (issue 16: it ran 4-5x slower than a warm one)."""
+    here, not inside the first real job (it ran 4-5x slower than a warm one)."""
     n = 64
     info = DatasetInfo("warm-up", "random images", (1, 8, 8), 10, n, n, (0.0,), (1.0,))
     generator = torch.Generator().manual_seed(0)

@@ -1,4 +1,4 @@
-"""datasets: uploaded datasets and their statistics (issue 7)
+"""datasets: uploaded datasets and their statistics
 
 Revision ID: 0002
 Revises: 0001

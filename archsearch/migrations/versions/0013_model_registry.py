@@ -1,7 +1,7 @@
 """the model registry: models, immutable versions, their files, aliases and alias history
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0011
 Create Date: 2026-11-25 20:00:00.000000
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | None = "0009"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

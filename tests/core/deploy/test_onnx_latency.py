@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import onnx
 import onnxruntime
 import pytest
 import torch
@@ -82,3 +83,22 @@ def test_chosen_forms_compute_the_dense_outputs(batch: int) -> None:
         assert all(isinstance(layer, SparseLinear) for layer in forced.layers)
         with torch.no_grad():
             torch.testing.assert_close(forced(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("config", EXPORTABLE[:2], ids=lambda c: c.name)
+def test_pruned_weights_are_sparse_initializers_and_the_file_shrinks(config: object) -> None:
+    arch = Architecture(config, SHAPE, 10)  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    model = create_model(arch).eval()
+    x = torch.randn(5, *SHAPE)
+    dense_bytes, _ = onnx_artifact(model, arch, x)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
+                module.weight.mul_(torch.rand(module.weight.shape) < 0.1)
+    data, record = onnx_artifact(model, arch, x)
+    assert data is not None and dense_bytes is not None
+    assert record["sparse_initializers"] >= 2 and record["max_abs_diff"] < 1e-5
+    onnx.checker.check_model(onnx.load_from_string(data))  # standard ONNX, not an extension
+    assert len(data) < 0.75 * len(dense_bytes)  # batch norm and biases stay dense
+    assert record["latency"]["batch_1_s"] > 0 and record["latency"]["batch_64_s"] > 0

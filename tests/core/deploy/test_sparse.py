@@ -1,6 +1,8 @@
-"""Sparse storage (issue 14): round trip, size bound, and compact == masked for every family."""
+"""Sparse storage: round trip, size bound, and compact == masked for every family."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -13,7 +15,9 @@ from archsearch.core.export import (
     load_state,
     model_to_bytes,
     sparse_state_bytes,
+    tensors_to_bytes,
 )
+from archsearch.core.export.sparse import pack_bits, unpack_bits
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.models.registry import Preprocessing
 from archsearch.core.nn.masked import mask_model, set_masks
@@ -53,9 +57,10 @@ def _masked(config: object, density: float = 0.3) -> tuple[nn.Module, Architectu
     return model.eval(), arch
 
 
-def test_round_trip_is_exact_and_size_follows_density() -> None:
+@pytest.mark.parametrize(("density", "bound"), [(0.1, 0.14), (0.05, 0.09)])
+def test_round_trip_is_exact_and_size_follows_density(density: float, bound: float) -> None:
     torch.manual_seed(0)
-    weight = torch.randn(512, 784) * (torch.rand(512, 784) < 0.1)
+    weight = torch.randn(512, 784) * (torch.rand(512, 784) < density)
     state = {"w": weight, "b": torch.randn(512), "steps": torch.tensor(3)}
     data = sparse_state_bytes(state)
     assert is_sparse_file(data)
@@ -63,8 +68,30 @@ def test_round_trip_is_exact_and_size_follows_density() -> None:
     assert set(loaded) == set(state)
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
     dense = model_to_bytes(nn.Linear(784, 512))
-    assert len(data) <= 0.2 * len(dense)  # issue 14's bound at density 0.1
-    assert len(data) > 0.1 * len(dense)  # values alone take that much: nothing was lost
+    assert len(data) <= bound * len(dense)
+    assert len(data) > density * len(dense)  # values alone take that much: nothing was lost
+
+
+def test_bits_pack_and_unpack_as_documented() -> None:
+    mask = torch.tensor([True, False, False, True, False, False, False, False, True, True])
+    packed = pack_bits(mask)
+    assert packed.tolist() == [0b1001, 0b11]  # entry i is bit i % 8 of byte i // 8
+    assert torch.equal(unpack_bits(packed, 10), mask)
+
+
+def test_files_of_the_earlier_csr_format_still_load() -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(6, 9) * (torch.rand(6, 9) < 0.3)
+    csr = weight.to_sparse_csr()
+    parts = {
+        "w.values": csr.values(),
+        "w.col_indices": csr.col_indices().to(torch.int16),
+        "w.crow_indices": csr.crow_indices().to(torch.int16),
+    }
+    meta = {"format": "archsearch-csr-v1", "sparse": json.dumps({"w": [6, 9]})}
+    data = tensors_to_bytes(parts, metadata=meta)
+    assert is_sparse_file(data)
+    assert torch.equal(load_state(data)["w"], weight)
 
 
 def test_dense_tensors_stay_dense() -> None:

@@ -1,4 +1,4 @@
-"""Each method's result is deployable: the files of issue 14, consistent with each other."""
+"""Each method's result is deployable: its deployment files, consistent with each other."""
 
 from __future__ import annotations
 

@@ -11,10 +11,19 @@ from pathlib import Path
 import pytest
 from boto3.s3.transfer import TransferConfig
 
-from archsearch.jobs.platform.objects import ObjectMissing, ObjectStore, open_object_store
+from archsearch.jobs.platform.objects import (
+    ObjectMissing,
+    ObjectStore,
+    StorageConfigError,
+    StorageUnavailable,
+    open_object_store,
+    storage_patience,
+)
 from archsearch.jobs.platform.objects.local import LocalObjectStore
+from archsearch.jobs.platform.objects.retry import RetryingObjectStore
 from archsearch.jobs.platform.objects.s3 import S3ObjectStore
 from archsearch.jobs.platform.settings import Settings
+from tests.service import procs
 from tests.service.s3 import create_bucket, s3_client, start_s3_server
 
 MIB = 1 << 20
@@ -104,6 +113,44 @@ def test_settings_choose_the_backend(tmp_path: Path) -> None:
     s3 = open_object_store(
         Settings(home=tmp_path, storage_url="s3://bkt/some/prefix", s3_endpoint_url="http://x")
     )
-    assert isinstance(s3, S3ObjectStore) and (s3.bucket, s3.prefix) == ("bkt", "some/prefix")
+    assert isinstance(s3, RetryingObjectStore)
+    inner = s3.inner
+    assert isinstance(inner, S3ObjectStore) and (inner.bucket, inner.prefix) == (
+        "bkt",
+        "some/prefix",
+    )
     with pytest.raises(ValueError, match="gs://bkt"):
         open_object_store(Settings(home=tmp_path, storage_url="gs://bkt"))
+
+
+def test_listing_names_every_published_object_with_its_age(store: ObjectStore) -> None:
+    for key in ("checkpoints/a.pt", "jobs/b/model.bin", "jobs/b/metrics.json"):
+        store.put_bytes(key, b"x")
+    listed = {o.key: o.age_seconds for o in store.list_objects("jobs/")}
+    assert set(listed) == {"jobs/b/model.bin", "jobs/b/metrics.json"}
+    assert all(-5 < age < 60 for age in listed.values())
+    assert [o.key for o in store.list_objects("checkpoints/")] == ["checkpoints/a.pt"]
+    store.check()  # answers
+
+
+def test_a_missing_bucket_is_a_configuration_error(endpoint: str, tmp_path: Path) -> None:
+    store = S3ObjectStore(s3_client(endpoint), "no-such-bucket", "", tmp_path)
+    with pytest.raises(StorageConfigError, match="no-such-bucket"):
+        store.check()
+    with pytest.raises(StorageConfigError, match="NoSuchBucket"):
+        store.put_bytes("jobs/a/x.bin", b"x")
+
+
+def test_an_unreachable_store_is_unavailable_and_retried_within_patience(
+    tmp_path: Path,
+) -> None:
+    """Nothing listens on the port: every call fails with `StorageUnavailable`, at once
+    without patience, after retrying for the patience inside `storage_patience`."""
+    dead = f"http://127.0.0.1:{procs.free_port()}"
+    store = RetryingObjectStore(S3ObjectStore(s3_client(dead), "unit", "", tmp_path))
+    with pytest.raises(StorageUnavailable, match="unreachable") as first:
+        store.get_bytes("jobs/a/x.bin")
+    with storage_patience(2.0), pytest.raises(StorageUnavailable) as patient:
+        store.put_bytes("jobs/a/x.bin", b"x")
+    # The process's outage clock runs from the first failure on.
+    assert patient.value.outage_seconds >= first.value.outage_seconds + 1.5

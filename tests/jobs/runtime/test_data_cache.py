@@ -1,4 +1,4 @@
-"""Datasets load once per worker (issue 16): a job's dataset comes from the process's cache,
+"""Datasets load once per worker: a job's dataset comes from the process's cache,
 else from the .npy files an earlier process wrote, and is decoded only when neither has it;
 it equals a fresh load, subsets included, and a changed source is a new key."""
 

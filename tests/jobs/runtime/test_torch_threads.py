@@ -1,5 +1,5 @@
 """Torch threads per worker process come from `ARCHSEARCH_TORCH_THREADS`, by default this
-process's share of the machine's cores (issue 16), and are applied to torch."""
+process's share of the machine's cores, and are applied to torch."""
 
 from __future__ import annotations
 

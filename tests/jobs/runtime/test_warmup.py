@@ -1,4 +1,4 @@
-"""A worker's memory hygiene (issue 16): the warm heap is exempt from the cyclic collector,
+"""A worker's memory hygiene: the warm heap is exempt from the cyclic collector,
 and a finished job's reference cycles are freed at once."""
 
 from __future__ import annotations

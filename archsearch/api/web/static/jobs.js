@@ -1,7 +1,10 @@
-// Jobs page: newest first, filters in the URL, cursor paging, live rows from /v1/jobs/stream.
+// Jobs page, a runs table: sortable columns (server-side, the sort and filters in the URL),
+// cursor paging, live rows from /v1/jobs/stream.
 "use strict";
 (() => {
-  const { api, el, showError, badge, when, datasetOf, shortId, follow, every } = AS;
+  const { api, el, showError, badge, when, datasetOf, shortId, follow, every, num } = AS;
+  const table = document.getElementById("jobs");
+  const DEFAULT_SORT = "-created_at";
   const form = document.getElementById("filters");
   const body = document.querySelector("#jobs tbody");
   const errorBox = document.getElementById("list-error");
@@ -20,20 +23,77 @@
   }
 
   function setForm(params) {
-    for (const input of form.elements) if (input.name) input.value = params.get(input.name) || "";
+    for (const input of form.elements) {
+      if (!input.name) continue;
+      if (input.type === "checkbox") input.checked = params.get(input.name) === input.value;
+      else input.value = params.get(input.name) || "";
+    }
+  }
+
+  function currentSort() {
+    return form.elements.sort.value || DEFAULT_SORT;
+  }
+
+  // A header click sorts by its column, best first (descending); a second click flips it.
+  function sortBy(key) {
+    const now = currentSort();
+    form.elements.sort.value = now === `-${key}` ? key : `-${key}`;
+    form.requestSubmit();
+  }
+
+  function markSorted() {
+    const sort = currentSort();
+    for (const th of table.querySelectorAll("th[data-sort]")) {
+      const key = th.dataset.sort;
+      const state = sort === key ? "ascending" : sort === `-${key}` ? "descending" : "none";
+      th.setAttribute("aria-sort", state);
+    }
+  }
+
+  // Seconds from start to end (or to now while running), as 42s, 3m05s, 1h02m.
+  function duration(job) {
+    if (!job.started_at) return "–";
+    const end = job.finished_at ? new Date(job.finished_at) : new Date();
+    const s = Math.max(0, Math.round((end - new Date(job.started_at)) / 1000));
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+    return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  }
+
+  function compact(n) {
+    if (n === undefined || n === null) return "–";
+    for (const [scale, suffix] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+      if (Math.abs(n) >= scale) return `${Number((n / scale).toPrecision(3))}${suffix}`;
+    }
+    return String(Math.round(n));
+  }
+
+  function warningMark(job) {
+    if (!job.warnings || !job.warnings.length) return null;
+    const text = job.warnings.map((w) => w.message).join("\n");
+    return el("span", { class: "warning-mark", title: text, "aria-label": `warnings: ${text}`, text: " ⚠" });
+  }
+
+  function studyCell(job) {
+    if (!job.study_id) return "";
+    return el("a", { href: `/studies/${job.study_id}`, text: `${shortId(job.study_id)} / ${job.study_arm || ""}` });
   }
 
   function row(job) {
     const progress = el("progress", { max: 1, value: job.progress, "aria-label": `progress of ${shortId(job.id)}` });
     return el("tr", { "data-id": job.id, "data-status": job.status },
-      el("td", {}, el("a", { href: `/jobs/${job.id}`, class: "mono", text: shortId(job.id) })),
+      el("td", {}, el("a", { href: `/jobs/${job.id}`, class: "mono", text: shortId(job.id) }), warningMark(job)),
       el("td", { text: job.method }),
       el("td", {}, badge(job.status)),
       el("td", {}, progress, " ", el("span", { class: "muted", text: `${job.step}/${job.total_steps}` })),
+      el("td", { class: "num", "data-col": "test_accuracy", text: num(job.latest_metrics.test_accuracy) }),
+      el("td", { class: "num", "data-col": "parameters", text: compact(job.latest_metrics.parameters) }),
+      el("td", { class: "num", "data-col": "duration", text: duration(job) }),
+      el("td", { class: "wide" }, studyCell(job)),
       el("td", { class: "wide", text: datasetOf(job.spec) }),
       el("td", {}, (job.tags || []).map((t) => el("span", { class: "tag", text: t }))),
       el("td", { class: "wide", text: when(job.created_at) }),
-      el("td", { class: "mono wide", text: job.owner_id ? shortId(job.owner_id) : "local" }));
+      el("td", { class: "wide", text: job.owner_name || (job.owner_id ? shortId(job.owner_id) : "local") }));
   }
 
   function put(job) {
@@ -49,6 +109,9 @@
   // Does a job arriving on the stream belong on this (first, filtered) page?
   function matches(job) {
     const f = filters();
+    if (currentSort() !== DEFAULT_SORT) return false; // a new job's place is the server's to say
+    if (f.get("study_jobs") === "false" && job.study_id) return false;
+    if (f.get("study") && f.get("study") !== job.study_id) return false;
     if (f.get("status") && f.get("status") !== job.status) return false;
     if (f.get("method") && f.get("method") !== job.method) return false;
     if (f.get("dataset") && f.get("dataset") !== datasetOf(job.spec)) return false;
@@ -70,6 +133,8 @@
       document.getElementById("empty").hidden = result.data.length > 0;
       document.getElementById("next-page").disabled = !nextCursor;
       document.getElementById("first-page").disabled = page === 0;
+      markSorted();
+      table.dataset.loaded = params.toString(); // what the shown rows answer (tests wait on it)
       showError(errorBox, null);
     } catch (e) {
       showError(errorBox, e);
@@ -88,6 +153,18 @@
     cursors[page + 1] = nextCursor; page += 1; load();
   });
   document.getElementById("first-page").addEventListener("click", () => { page = 0; load(); });
+
+  for (const th of table.querySelectorAll("th[data-sort]")) {
+    th.querySelector("button").addEventListener("click", () => sortBy(th.dataset.sort));
+  }
+  form.elements.study_jobs.addEventListener("change", () => form.requestSubmit());
+
+  api("/v1/studies?limit=100").then((r) => {
+    const select = form.elements.study;
+    const wanted = new URLSearchParams(location.search).get("study");
+    for (const s of r.data) select.append(el("option", { value: s.id, text: `${shortId(s.id)} ${s.name}` }));
+    if (wanted) select.value = wanted;
+  }).catch(() => {});
 
   api("/v1/datasets").then((r) => {
     const list = document.getElementById("dataset-names");

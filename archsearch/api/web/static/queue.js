@@ -5,6 +5,14 @@
   const { api, el, showError, shortId, follow, every } = AS;
   const jobLink = (id) => el("a", { href: `/jobs/${id}`, class: "mono", text: shortId(id) });
 
+  // How long a job has waited since it was submitted: 42s, 3m05s, 2h10m.
+  function waited(createdAt) {
+    const s = Math.max(0, Math.round((Date.now() - new Date(createdAt)) / 1000));
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+    return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  }
+
   // A table with no rows says so, in one cell across it.
   function fill(id, rows, empty) {
     const columns = document.querySelectorAll(`#${id} thead th`).length;
@@ -18,7 +26,10 @@
       fill("waiting", q.waiting.map((j) => el("tr", { "data-id": j.id },
         el("td", { class: "num", text: j.queue_position ?? "–" }), el("td", {}, jobLink(j.id)),
         el("td", { text: j.method }), el("td", { text: AS.priorityName(j.priority) }),
-        el("td", { text: j.device }), el("td", { text: j.pending_reason || "" }))), "No job waits.");
+        el("td", { text: j.device }), el("td", { class: "num", text: waited(j.created_at) }),
+        el("td", { text: j.study_id ? `${shortId(j.study_id)} / ${j.study_arm || ""}` : "–" }),
+        el("td", { text: j.owner_name || (j.owner_id ? shortId(j.owner_id) : "local") }),
+        el("td", { text: j.pending_reason || "" }))), "No job waits.");
       fill("running", q.running.map((j) => el("tr", { "data-id": j.id },
         el("td", {}, jobLink(j.id)), el("td", { text: j.method }),
         el("td", {}, el("progress", { max: 1, value: j.progress, "aria-label": `progress of ${shortId(j.id)}` })),

@@ -1,4 +1,4 @@
-// A study (issue 12): jobs by status, the per-arm table (mean ± std over seeds), accuracy
+// A study: jobs by status, the per-arm table (mean ± std over seeds), accuracy
 // against parameters with error bars and the Pareto front, its jobs, cancel, artifacts.
 // The study is polled from /v1/studies/{id} until it ended and its artifacts are built;
 // its jobs' rows follow the jobs stream.

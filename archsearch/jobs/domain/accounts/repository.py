@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import select
@@ -82,3 +83,12 @@ def token_by_prefix(session: Session, prefix: str) -> ApiToken:
     if len(tokens) != 1:
         raise NotFound(f"no single token starts with {prefix!r}")
     return tokens[0]
+
+
+def user_names(session: Session, user_ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID, str]:
+    """The names of these users (one query for a page of jobs); unknown ids are left out."""
+    wanted = {user_id for user_id in user_ids if user_id is not None}
+    if not wanted:
+        return {}
+    rows = session.execute(select(User.id, User.name).where(User.id.in_(wanted)))
+    return {user_id: name for user_id, name in rows}

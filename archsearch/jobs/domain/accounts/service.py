@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts import repository
 from archsearch.jobs.domain.accounts.tokens import (
-    SCOPES,
+    METRICS_SCOPE,
+    TOKEN_SCOPES,
     looks_like_token,
     new_token,
     scope_covers,
@@ -84,11 +85,15 @@ def principal_for_digest(session: Session, digest: str, *, unknown: str, renew: 
 def issue_token(session: Session, user_name: str, scope: str, expires_in_days: float | None) -> str:
     """Create a token and return it; only its hash is stored, so this is the one chance to
     see it."""
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
+    if scope not in TOKEN_SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(TOKEN_SCOPES)}")
     user = repository.user_by_name(session, user_name)
-    if scope == "admin" and not user.is_admin:
-        raise Forbidden(f"user {user_name!r} is not an admin; give them 'read' or 'submit'")
+    if scope in ("admin", METRICS_SCOPE) and not user.is_admin:
+        # /metrics counts every team's jobs: its token belongs to an admin user too.
+        raise Forbidden(
+            f"user {user_name!r} is not an admin; a {scope!r} token is for admin users "
+            "(give them 'read' or 'submit')"
+        )
     token = new_token()
     expires = (
         None if expires_in_days is None else datetime.now(UTC) + timedelta(days=expires_in_days)

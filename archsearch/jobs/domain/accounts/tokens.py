@@ -7,6 +7,9 @@ import secrets
 
 TOKEN_PREFIX = "ast_"
 SCOPES = ("read", "submit", "admin")  # each includes the ones before it
+# Outside that ladder: a Prometheus scraper's token reads GET /metrics and nothing else.
+METRICS_SCOPE = "metrics"
+TOKEN_SCOPES = (METRICS_SCOPE, *SCOPES)
 
 
 def new_token() -> str:
@@ -22,4 +25,8 @@ def looks_like_token(value: str) -> bool:
 
 
 def scope_covers(granted: str, needed: str) -> bool:
+    """Whether a token of scope `granted` may do what needs `needed`: the ladder read <
+    submit < admin, and `metrics`, which an admin token covers too."""
+    if METRICS_SCOPE in (granted, needed):
+        return granted in (METRICS_SCOPE, "admin") and needed == METRICS_SCOPE
     return SCOPES.index(granted) >= SCOPES.index(needed)

@@ -5,7 +5,7 @@ arrays, a `.csv` must be UTF-8 text), otherwise the upload is refused. `.npz` ar
 with `allow_pickle=False` after their headers were checked: an object array is refused before
 numpy would try to unpickle it.
 
-Memory (issue 15): every reader charges the arrays it builds to the upload's `MemoryBudget`
+Memory: every reader charges the arrays it builds to the upload's `MemoryBudget`
 before or while it fills them. A `.npz` is charged from its array headers before np.load; a
 `.csv` is parsed row by row into float32 blocks of `CSV_BLOCK_ROWS` rows (a list of Python
 floats costs 32 bytes a value, a float32 block 4) with labels kept as small integer codes.

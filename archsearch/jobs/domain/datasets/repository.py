@@ -60,3 +60,9 @@ def active_jobs_using(session: Session, dataset_id: str) -> list[uuid.UUID]:
 def delete_dataset(session: Session, dataset: UploadedDataset) -> None:
     session.delete(dataset)
     session.flush()
+
+
+def existing_dataset_ids(session: Session, dataset_ids: set[str]) -> set[str]:
+    """Those of `dataset_ids` that have a row."""
+    query = select(UploadedDataset.id).where(UploadedDataset.id.in_(dataset_ids))
+    return set(session.scalars(query))

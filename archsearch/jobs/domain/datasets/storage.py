@@ -14,6 +14,7 @@ that id is the same dataset and is kept.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -25,10 +26,16 @@ from typing import BinaryIO
 import numpy as np
 
 from archsearch.jobs.domain.errors import DatasetNotFound, LimitExceeded
-from archsearch.jobs.platform.objects import ObjectMissing, ObjectStore, open_object_store
+from archsearch.jobs.platform.objects import (
+    ObjectMissing,
+    ObjectStore,
+    StorageUnavailable,
+    open_object_store,
+)
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.platform.store import StoredFile
 
+log = logging.getLogger(__name__)
 DATASET_ID = re.compile(r"^ds-[0-9a-f]{16}$")
 CHUNK = 1 << 20
 
@@ -90,13 +97,25 @@ class DatasetStore:
                 os.fsync(handle.fileno())
             stored = _describe(data)
             if self.objects.size(prefix + "data.npz") is None:
-                # The preview first: a dataset whose arrays are visible is complete.
-                if preview is not None:
-                    self.objects.put_bytes(prefix + "preview.png", preview)
-                self.objects.move_in(prefix + "data.npz", data)
+                self._publish(prefix, data, preview)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return stored
+
+    def _publish(self, prefix: str, data: Path, preview: bytes | None) -> None:
+        """The preview, then the arrays (a dataset whose arrays are visible is complete);
+        a failure removes what was published, or leaves it to the reaper's orphan sweep
+        when the store is away."""
+        try:
+            if preview is not None:
+                self.objects.put_bytes(prefix + "preview.png", preview)
+            self.objects.move_in(prefix + "data.npz", data)
+        except BaseException:
+            try:
+                self.objects.delete_prefix(prefix)
+            except StorageUnavailable:
+                log.warning("could not remove the partial upload %s; the reaper will", prefix)
+            raise
 
     def load(self, dataset_id: str) -> dict[str, np.ndarray]:
         try:

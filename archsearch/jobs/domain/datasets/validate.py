@@ -5,7 +5,7 @@ seeded, stratified one (recorded with the dataset). Statistics (samples per spli
 counts, input shape, per-channel mean and std of the training split) are computed here and
 stored, so the worker normalises with them instead of recomputing.
 
-Memory (issue 15): the features are converted to float32 once, in row chunks, into an array
+Memory: the features are converted to float32 once, in row chunks, into an array
 charged to the upload's `MemoryBudget` before it is filled (no float32 copy at all when the
 reader already produced float32); NaN/inf checks, the split and the statistics then work on
 row chunks of about `ROWS_CHUNK_BYTES`, so validation adds little more than the test split's

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from typing import Any
 
 from sqlalchemy import func, or_, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job, JobStatus, RunningCount
 
 _CLAIM_LOCK_KEY = 0x61726368  # "arch": one advisory lock serialises claims cluster-wide
 
@@ -27,14 +28,38 @@ def lock_claims(session: Session) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK_KEY})
 
 
-def running_counts(session: Session) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
-    """Running jobs per owner and per team."""
-    rows = session.execute(
-        select(Job.owner_id, Job.team_id).where(Job.status == JobStatus.running)
-    ).all()
-    return Counter(r.owner_id for r in rows if r.owner_id), Counter(
-        r.team_id for r in rows if r.team_id
-    )
+def running_counts(
+    session: Session, owner_id: uuid.UUID | None = None, team_id: uuid.UUID | None = None
+) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
+    """Running jobs per owner and per team (with `owner_id` / `team_id`: only theirs).
+
+    PostgreSQL: the shards of `running_counts`, kept by the database, summed.
+    SQLite: counted with one aggregate per kind (one process, few jobs)."""
+    only = {owner_id, team_id} - {None} if owner_id or team_id else None
+    if not is_postgresql(session):
+        return _count_running(session, Job.owner_id, only), _count_running(
+            session, Job.team_id, only
+        )
+    query = select(RunningCount.kind, RunningCount.subject_id, func.sum(RunningCount.running))
+    if only is not None:
+        query = query.where(RunningCount.subject_id.in_(only))
+    per_kind: dict[str, Counter[uuid.UUID]] = {"user": Counter(), "team": Counter()}
+    for kind, subject, running in session.execute(
+        query.group_by(RunningCount.kind, RunningCount.subject_id)
+    ):
+        if running:
+            per_kind[kind][subject] = int(running)
+    return per_kind["user"], per_kind["team"]
+
+
+def _count_running(
+    session: Session, column: InstrumentedAttribute[uuid.UUID | None], only: set[Any] | None
+) -> Counter[uuid.UUID]:
+    query = select(column, func.count()).where(Job.status == JobStatus.running, column.is_not(None))
+    if only is not None:
+        query = query.where(column.in_(only))
+    rows = session.execute(query.group_by(column))
+    return Counter({subject: n for subject, n in rows if subject is not None})
 
 
 def max_running(
@@ -52,8 +77,8 @@ def eligible_queued_jobs(
     full_teams: set[uuid.UUID],
     window: int,
 ) -> list[Job]:
-    """The first `window` queued jobs in scheduler order that `offer` may run, locked
-    (skipping rows another claimer holds) on PostgreSQL."""
+    """The first `window` queued jobs in scheduler order that `offer` may run (SQLite's
+    claim; PostgreSQL's is `claim_sql.pick_and_take`)."""
     query = (
         select(Job)
         .where(Job.status == JobStatus.queued, Job.device.in_(offer.accepts))
@@ -70,8 +95,6 @@ def eligible_queued_jobs(
         query = query.where(or_(Job.owner_id.is_(None), Job.owner_id.not_in(full_users)))
     if full_teams:
         query = query.where(or_(Job.team_id.is_(None), Job.team_id.not_in(full_teams)))
-    if is_postgresql(session):
-        query = query.with_for_update(skip_locked=True)
     return list(session.scalars(query))
 
 

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import utcnow
-from archsearch.jobs.domain.errors import InvalidCursor, InvalidTransition, NotFound
+from archsearch.jobs.domain.errors import InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs.states import transition
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, JobTag, Metric
 from archsearch.jobs.domain.webhooks import events
@@ -104,75 +102,6 @@ def read_job_row(session: Session, job_id: uuid.UUID, team_id: uuid.UUID | None 
     if row is None:
         raise NotFound(f"no job {job_id}")
     return row
-
-
-def encode_cursor(job: Job) -> str:
-    raw = json.dumps([job.created_at.isoformat(), job.id.hex]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, job_hex = json.loads(raw)
-        return datetime.fromisoformat(created), uuid.UUID(hex=job_hex)
-    except (ValueError, TypeError) as exc:
-        raise InvalidCursor("cursor is not one this server issued; start without it") from exc
-
-
-def list_jobs(
-    session: Session,
-    *,
-    statuses: Sequence[JobStatus] = (),
-    methods: Sequence[str] = (),
-    limit: int = 50,
-    cursor: str | None = None,
-    team_id: uuid.UUID | None = None,
-    id_prefix: str | None = None,
-    tags: Sequence[str] = (),
-    owner_id: uuid.UUID | None = None,
-    dataset: str | None = None,
-    study_id: uuid.UUID | None = None,
-) -> tuple[list[Job], str | None]:
-    """Newest first; returns the page and the cursor of the next page (None at the end).
-
-    `id_prefix` (1 to 32 hex digits) keeps the jobs whose id starts with it; `tags` the
-    jobs carrying every one of them; `dataset` the jobs on that built-in name or upload id;
-    `study_id` the jobs of one study.
-    """
-    query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
-    if team_id is not None:
-        query = query.where(Job.team_id == team_id)
-    if id_prefix:
-        query = query.where(Job.id.between(*id_range(id_prefix)))
-    if statuses:
-        query = query.where(Job.status.in_(statuses))
-    if methods:
-        query = query.where(Job.method.in_(methods))
-    for tag in tags:
-        query = query.where(Job.id.in_(select(JobTag.job_id).where(JobTag.tag == tag)))
-    if owner_id is not None:
-        query = query.where(Job.owner_id == owner_id)
-    if study_id is not None:
-        query = query.where(Job.study_id == study_id)
-    if dataset:
-        ref = Job.spec["dataset"]
-        query = query.where(
-            (ref["name"].as_string() == dataset) | (ref["id"].as_string() == dataset)
-        )
-    if cursor:
-        created, job_id = decode_cursor(cursor)
-        query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created, job_id))
-    jobs = list(session.scalars(query))
-    next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
-    return jobs[:limit], next_cursor
-
-
-def id_range(id_prefix: str) -> tuple[uuid.UUID, uuid.UUID]:
-    """The first and last id starting with `id_prefix`: a range scan of the primary key
-    on both databases (uuids order as their hex digits on PostgreSQL and in SQLite's text)."""
-    prefix = id_prefix.lower()
-    return uuid.UUID(prefix.ljust(32, "0")), uuid.UUID(prefix.ljust(32, "f"))
 
 
 def request_cancel(
@@ -345,3 +274,18 @@ def devices_waiting_since(session: Session, seconds: float) -> set[str]:
         select(Job.device).where(Job.status == JobStatus.queued, Job.created_at < cutoff).distinct()
     )
     return set(session.scalars(query))
+
+
+def files_of_jobs(
+    session: Session, job_ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, tuple[JobStatus, set[str]]]:
+    """Each existing job's status and the artifact names it records (absent: no such job)."""
+    ids = list(set(job_ids))
+    found: dict[uuid.UUID, tuple[JobStatus, set[str]]] = {
+        job_id: (status, set())
+        for job_id, status in session.execute(select(Job.id, Job.status).where(Job.id.in_(ids)))
+    }
+    names = select(Artifact.job_id, Artifact.name).where(Artifact.job_id.in_(ids))
+    for job_id, name in session.execute(names):
+        found[job_id][1].add(name)
+    return found

@@ -2,9 +2,11 @@
 
 Order: priority first, then fair share (among jobs of equal priority, the user with fewer
 running jobs goes first), then first come first served. Quotas cap running jobs per user and
-per team. A claim is one transaction under a claim lock, so quotas hold exactly with many
-workers claiming at once; `FOR UPDATE SKIP LOCKED` keeps claimers off rows another holds.
-The rules live here; their SQL lives in `queue_repository.py`.
+per team. On PostgreSQL a claim is usually one statement (`claim_sql.py`): claimers never
+wait on each other (`FOR UPDATE SKIP LOCKED`), and running counts come from a table the
+database keeps. Claims that count against a quota finish under one claim lock, with the
+counts read again under it, so quotas hold exactly with many workers claiming at once.
+The rules live here; their SQL lives in `claim_sql.py` and `queue_repository.py`.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.jobs import claim_sql, worker_repository
 from archsearch.jobs.domain.jobs import queue_repository as queue
-from archsearch.jobs.domain.jobs import worker_repository
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, WorkerRecord
+from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.platform.settings import Settings
 
 CANDIDATE_WINDOW = 64  # jobs of the top of the queue among which fair share picks
+MAX_PICKS = 16  # picks per claim: a job found finished, exhausted or over quota is passed
 _local_claim_lock = threading.Lock()  # SQLite (one process): the claim lock, within the process
 
 
@@ -66,8 +70,75 @@ def claim_next(
     has_checkpoint: Callable[[uuid.UUID], bool] = lambda _: False,
 ) -> uuid.UUID | None:
     """Claim the next job this worker may run, or None. Call inside a transaction."""
-    with _local_claim_lock:
-        queue.lock_claims(session)
+    if not queue.is_postgresql(session):
+        with _local_claim_lock:
+            return _claim_in_process(session, worker, offer, settings, has_checkpoint)
+    defaults = (settings.max_running_per_user, settings.max_running_per_team)
+    for _ in range(MAX_PICKS):
+        pick = claim_sql.pick_and_take(
+            session, offer, worker, settings.lease_seconds, defaults, CANDIDATE_WINDOW
+        ) or claim_sql.pick_and_take(session, offer, worker, settings.lease_seconds, defaults, None)
+        if pick is None:
+            return None
+        if pick.taken:
+            _opened(session, pick.job_id, worker)
+            return pick.job_id
+        if not pick.unlimited:
+            # A quota applies: claims that count against one serialise on the claim lock,
+            # and the counts are read again under it (another claim may just have filled it).
+            queue.lock_claims(session)
+            if _at_quota(session, settings, pick.job_id):
+                continue  # the next pick leaves that user or team out
+        if _take(session, pick.job_id, worker, settings, has_checkpoint):
+            return pick.job_id
+    return None
+
+
+def _opened(session: Session, job_id: uuid.UUID, worker: str) -> None:
+    """A first claim taken in one statement (no `transition`): its run's device time starts
+    at the claim's time, the job's `started_at`."""
+    job = session.get(Job, job_id, populate_existing=True)
+    assert job is not None and job.started_at is not None, "a taken job has started"
+    usage.open_attempt(session, job, worker, job.started_at)
+
+
+def _at_quota(session: Session, settings: Settings, job_id: uuid.UUID) -> bool:
+    job = session.get(Job, job_id)
+    assert job is not None, "a picked job is locked, so it exists"
+    per_user, per_team = queue.running_counts(session, job.owner_id, job.team_id)
+    full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
+    return job.owner_id in full_users or job.team_id in full_teams
+
+
+def _take(
+    session: Session,
+    job_id: uuid.UUID,
+    worker: str,
+    settings: Settings,
+    has_checkpoint: Callable[[uuid.UUID], bool],
+) -> bool:
+    """The claim's rules on a picked job (a later attempt, a cancel asked meanwhile)."""
+    outcome = claim_job(
+        session,
+        job_id,
+        worker,
+        settings.lease_seconds,
+        settings.max_attempts,
+        has_checkpoint=has_checkpoint(job_id),
+    )
+    session.flush()
+    return outcome is Claim.claimed
+
+
+def _claim_in_process(
+    session: Session,
+    worker: str,
+    offer: Offer,
+    settings: Settings,
+    has_checkpoint: Callable[[uuid.UUID], bool],
+) -> uuid.UUID | None:
+    """SQLite: one process, claims serialised by a lock; the rules applied in Python."""
+    for _ in range(MAX_PICKS):
         per_user, per_team = queue.running_counts(session)
         full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
         candidates = queue.eligible_queued_jobs(
@@ -76,16 +147,9 @@ def claim_next(
         job = pick_fairly(candidates, per_user)
         if job is None:
             return None
-        outcome = claim_job(
-            session,
-            job.id,
-            worker,
-            settings.lease_seconds,
-            settings.max_attempts,
-            has_checkpoint=has_checkpoint(job.id),
-        )
-        session.flush()
-        return job.id if outcome is Claim.claimed else None
+        if _take(session, job.id, worker, settings, has_checkpoint):
+            return job.id
+    return None
 
 
 def live_workers(session: Session, settings: Settings) -> list[WorkerRecord]:
@@ -103,7 +167,7 @@ def pending_reason(
     session: Session, job: Job, settings: Settings, position: int | None = None
 ) -> str:
     """Why a queued job waits, in words a user can act on (`position`: if already known)."""
-    per_user, per_team = queue.running_counts(session)
+    per_user, per_team = queue.running_counts(session, job.owner_id, job.team_id)
     full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
     if job.owner_id in full_users:
         limit = _limits(session, User, {job.owner_id}, settings.max_running_per_user)[job.owner_id]

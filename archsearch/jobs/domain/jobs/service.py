@@ -52,7 +52,7 @@ def submit_job(
     """Validate, store as `queued`, commit, and only then wake a worker."""
     principal.require("submit")
     placement = placement_for(spec, principal, priority)
-    validate_submission(session, spec, settings, principal.team_filter)
+    spec = validate_submission(session, spec, settings, principal.team_filter)
     job = repository.create_job(
         session,
         spec.method,

@@ -109,6 +109,17 @@ def metrics_after(
     ]
 
 
+def recent_metrics(session: Session, job_id: uuid.UUID, limit: int) -> list[MetricRow]:
+    """The job's last `limit` points by position, oldest first (a late client's window)."""
+    columns = (Metric.job_id, Metric.seq, Metric.step, Metric.name, Metric.value)
+    query = select(*columns).where(Metric.job_id == job_id).order_by(Metric.seq.desc())
+    rows = session.execute(query.limit(limit)).all()
+    return [
+        MetricRow(job_id, seq or 0, step, name, value)
+        for job_id, seq, step, name, value in reversed(rows)
+    ]
+
+
 def events_after(
     session: Session, positions: Mapping[uuid.UUID, int], limit: int
 ) -> Sequence[JobEvent]:

@@ -12,15 +12,19 @@ from sqlalchemy.orm import Session
 
 from archsearch.core.errors import IncompatibleModelError, UserError
 from archsearch.jobs.domain.datasets import catalog
-from archsearch.jobs.domain.errors import NotFound
-from archsearch.jobs.domain.jobs import repository
-from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.jobs import listing
+from archsearch.jobs.domain.tables import Job, JobStatus
 from archsearch.jobs.platform.settings import Settings
 from archsearch.specs import JobBase
 
 
 class ReferencedJobError(UserError):
-    field = "referenced job"
+    """A job the spec builds on is missing, ambiguous or not succeeded; `field` is the spec's
+    own field that names it (`source_job`, `jobs[1]`, `from_job`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def dataset_input_shape(
@@ -38,18 +42,38 @@ def check_model_fits(spec: JobBase, input_shape: tuple[int, ...]) -> None:
         raise IncompatibleModelError(problem)
 
 
-def check_referenced_jobs(
+def resolve_job_reference(
+    session: Session, field: str, reference: str, team_id: uuid.UUID | None
+) -> Job:
+    """The one job (of the team) whose id is `reference` or starts with it."""
+    hex_digits = reference.strip().lower().replace("-", "")
+    if not 0 < len(hex_digits) <= 32 or any(c not in "0123456789abcdef" for c in hex_digits):
+        raise ReferencedJobError(field, f"{reference!r} is not a job id nor the start of one")
+    filters = listing.JobFilters(team_id=team_id, id_prefix=hex_digits)
+    matches, _ = listing.list_jobs(session, filters, limit=2)
+    if not matches:
+        raise ReferencedJobError(field, f"no job id starts with {reference!r}")
+    if len(matches) > 1:
+        raise ReferencedJobError(
+            field, f"{reference!r} starts more than one job id; give more characters"
+        )
+    return matches[0]
+
+
+def resolve_referenced_jobs(
     session: Session, spec: JobBase, team_id: uuid.UUID | None = None
-) -> None:
-    for job_id in spec.referenced_jobs():
-        try:
-            job = repository.get_job(session, uuid.UUID(str(job_id)), team_id=team_id)
-        except (ValueError, NotFound):
-            raise ReferencedJobError(f"job {job_id} does not exist") from None
+) -> JobBase:
+    """The spec with every job it builds on named by its full id; each must have succeeded."""
+    full_ids = {}
+    for field, reference in spec.job_references().items():
+        job = resolve_job_reference(session, field, reference, team_id)
         if job.status is not JobStatus.succeeded:
             raise ReferencedJobError(
-                f"job {job_id} is {job.status.value}; a job can only build on a succeeded job"
+                field,
+                f"job {job.id} is {job.status.value}; a job can only build on a succeeded job",
             )
+        full_ids[field] = str(job.id)
+    return spec.with_job_ids(full_ids)
 
 
 def check_inputs_present(spec: JobBase) -> None:
@@ -61,8 +85,9 @@ def check_inputs_present(spec: JobBase) -> None:
 
 def validate_submission(
     session: Session, spec: JobBase, settings: Settings, team_id: uuid.UUID | None = None
-) -> None:
-    """`team_id`: the submitter's team; its uploads and jobs are the only ones it may use."""
+) -> JobBase:
+    """The spec to store (job references resolved to full ids), or a UserError naming the
+    field. `team_id`: the submitter's team; its uploads and jobs are the only ones it may use."""
     check_inputs_present(spec)
     check_model_fits(spec, dataset_input_shape(session, spec, settings, team_id))
-    check_referenced_jobs(session, spec, team_id)
+    return resolve_referenced_jobs(session, spec, team_id)

@@ -1,2 +1,2 @@
-"""Studies (issue 12): many jobs that compare methods at equal budget, sweep their knobs
+"""Studies: many jobs that compare methods at equal budget, sweep their knobs
 and report the Pareto front of accuracy against size."""

@@ -3,7 +3,10 @@
 What each job contributes comes from its final metrics (`test_accuracy`, `parameters`,
 `macs`, `optimizer_steps`, a latency if the job measured one), its compact model's size in
 the artifact store, and its wall clock; an arm is over budget when any of its jobs spent
-more optimizer steps than the study allowed.
+more optimizer steps than the study allowed. The second axis is `samples_seen` (training
+samples plus grow's statistics samples) against the budget in samples (steps x the arm's
+batch size): statistics passes take no optimiser step but read data, so they are charged
+there.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from archsearch.schemas.studies import ArmSummary, ParetoPoint, Stat
 # The measured CPU latency of the compact model (core/deploy: one sample per call first).
 LATENCY_KEYS = ("latency_batch_1_compact_ms", "compact_latency_ms", "latency_ms")
 COMPACT_LATENCY = re.compile(r"latency_batch_(\d+)_compact_ms")
-FIGURES = ("test_accuracy", "parameters", "macs", "optimizer_steps")
+FIGURES = ("test_accuracy", "parameters", "macs", "optimizer_steps", "samples_seen")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class JobFacts:
     wall_clock_s: float | None = None
     compact_bytes: float | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int | None = None
 
 
 def stat(values: Iterable[float | None]) -> Stat | None:
@@ -59,10 +63,16 @@ def compact_bytes(metrics: Mapping[str, float], stored: float | None) -> float |
     return metrics.get("bytes_compact", stored)
 
 
+def _over(jobs: Sequence[JobFacts], metric: str, limit: int | None) -> bool:
+    spent = [j.metrics.get(metric) for j in jobs]
+    return limit is not None and any(s is not None and s > limit for s in spent)
+
+
 def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> ArmSummary:
     done = [j for j in jobs if j.status == "succeeded"]
     figures = {name: stat(j.metrics.get(name) for j in done) for name in FIGURES}
-    spent = [j.metrics.get("optimizer_steps") for j in jobs]
+    batch = jobs[0].batch_size
+    budget_samples = None if budget is None or batch is None else budget * batch
     return ArmSummary(
         label=label,
         method=jobs[0].method,
@@ -73,7 +83,9 @@ def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> A
         latency_ms=stat(latency(j.metrics) for j in done),
         wall_clock_s=stat(j.wall_clock_s for j in done),
         budget_steps=budget,
-        over_budget=budget is not None and any(s is not None and s > budget for s in spent),
+        budget_samples=budget_samples,
+        over_budget=_over(jobs, "optimizer_steps", budget),
+        over_samples=_over(jobs, "samples_seen", budget_samples),
         params=dict(jobs[0].params),
     )
 

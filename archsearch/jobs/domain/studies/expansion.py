@@ -1,5 +1,5 @@
 """A study request expanded into job specs: (arms x grid points x seeds), each validated
-with the jobs' own models and fitted to the study's budget (issue 12, "The resource").
+with the jobs' own models and fitted to the study's budget.
 
 Pure (no database): the service checks the cap first, then every expanded spec; the first
 invalid one is refused with a 422 that names its arm and the field.

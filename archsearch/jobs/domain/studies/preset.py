@@ -1,4 +1,4 @@
-"""The `best-small-model` preset: the standard comparison of issue 12 from a dataset alone.
+"""The `best-small-model` preset: the standard comparison of methods at equal budget.
 
 - `train`: the dense MLP at a few widths (the reference every method must beat per size);
 - `prune`: the MLP of PRUNE_WIDTH pruned to each density ("Differentiable Architecture

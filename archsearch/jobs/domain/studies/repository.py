@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.errors import NotFound
+from archsearch.jobs.domain.jobs.listing import id_range
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import TERMINAL_STATUSES, Artifact, Job
 from archsearch.jobs.platform.store import check_artifact_name
@@ -33,11 +34,17 @@ def get_study(
 
 
 def list_studies(
-    session: Session, team_id: uuid.UUID | None = None, limit: int = 100
+    session: Session,
+    team_id: uuid.UUID | None = None,
+    limit: int = 100,
+    id_prefix: str | None = None,
 ) -> list[Study]:
+    """Newest first; `id_prefix` (hex digits) keeps the studies whose id starts so."""
     query = select(Study).order_by(Study.created_at.desc(), Study.id.desc()).limit(limit)
     if team_id is not None:
         query = query.where(Study.team_id == team_id)
+    if id_prefix:
+        query = query.where(Study.id.between(*id_range(id_prefix)))
     return list(session.scalars(query))
 
 

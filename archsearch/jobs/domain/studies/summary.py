@@ -40,6 +40,7 @@ def job_facts(study: Study, jobs: list[Job], sizes: dict[uuid.UUID, int]) -> lis
                 wall_clock_s=wall,
                 compact_bytes=sizes.get(job.id),
                 params={path: _at_path(job.spec, path) for path in space},
+                batch_size=_at_path(job.spec, "training.batch_size"),
             )
         )
     return facts
@@ -76,8 +77,10 @@ def read_study(session: Session, study_id: uuid.UUID, team_id: uuid.UUID | None)
     )
 
 
-def list_studies(session: Session, team_id: uuid.UUID | None, limit: int) -> list[StudyPublic]:
-    studies = studies_repository.list_studies(session, team_id, limit)
+def list_studies(
+    session: Session, team_id: uuid.UUID | None, limit: int, id_prefix: str | None = None
+) -> list[StudyPublic]:
+    studies = studies_repository.list_studies(session, team_id, limit, id_prefix)
     counts = studies_repository.status_counts(session, [study.id for study in studies])
     return [study_public(study, dict(counts[study.id])) for study in studies]
 
@@ -99,6 +102,7 @@ def result_rows(session: Session, study_id: uuid.UUID) -> list[dict[str, Any]]:
                 "status": facts.status,
                 **{k: metrics.get(k) for k in ("test_accuracy", "parameters", "macs")},
                 "optimizer_steps": metrics.get("optimizer_steps"),
+                "samples_seen": metrics.get("samples_seen"),
                 "compact_bytes": compact_bytes(metrics, facts.compact_bytes),
                 "latency_ms": latency(metrics),
                 "wall_clock_s": facts.wall_clock_s,

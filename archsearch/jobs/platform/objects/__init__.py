@@ -22,8 +22,11 @@ from archsearch.jobs.platform.objects.base import (
     ObjectStore,
     S3Credentials,
     StorageConfigError,
+    StorageUnavailable,
+    StoredObject,
 )
 from archsearch.jobs.platform.objects.local import LocalObjectStore
+from archsearch.jobs.platform.objects.retry import RetryingObjectStore, storage_patience
 from archsearch.jobs.platform.settings import Settings
 
 
@@ -53,10 +56,12 @@ def _open(
         bucket, _, prefix = storage_url.removeprefix("s3://").partition("/")
         if not bucket:
             raise StorageConfigError(f"storage_url {storage_url!r} names no bucket")
-        # Imported here: boto3 costs every process 8 MB (issue 16), and most use a folder.
+        # Imported here: boto3 costs every process 8 MB, and most use a folder.
         from archsearch.jobs.platform.objects.s3 import S3ObjectStore
 
-        return S3ObjectStore.connect(bucket, prefix, s3, artifact_root / ".scratch")
+        return RetryingObjectStore(
+            S3ObjectStore.connect(bucket, prefix, s3, artifact_root / ".scratch")
+        )
     raise StorageConfigError(
         f"storage_url {storage_url!r} is not supported: use s3://bucket/prefix or file:///path"
     )
@@ -68,5 +73,8 @@ __all__ = [
     "ObjectStore",
     "S3Credentials",
     "StorageConfigError",
+    "StorageUnavailable",
+    "StoredObject",
     "open_object_store",
+    "storage_patience",
 ]

@@ -27,7 +27,27 @@ class ObjectMissing(LookupError):
 
 
 class StorageConfigError(ValueError):
-    """`storage_url` names a scheme or bucket this service cannot use."""
+    """`storage_url` names a scheme or bucket this service cannot use, or the store refuses
+    the credentials: an infrastructure problem for the administrator, never a bug."""
+
+
+class StorageUnavailable(Exception):
+    """The store did not answer, or answered a transient error (5xx, throttling, timeout).
+
+    `outage_seconds` is how long this process has seen the store failing without a single
+    success in between (0 when unknown), so a job can tell a blip from a long outage."""
+
+    def __init__(self, message: str, outage_seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.outage_seconds = outage_seconds
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object of a listing: its key (relative to the store) and age."""
+
+    key: str
+    age_seconds: float
 
 
 class ObjectStore(Protocol):
@@ -64,3 +84,9 @@ class ObjectStore(Protocol):
 
     def presigned_url(self, key: str, seconds: int, filename: str) -> str | None:
         """A short-lived URL a client may GET directly, or None if the backend has none."""
+
+    def list_objects(self, prefix: str) -> Iterator[StoredObject]:
+        """Every object whose key starts with `prefix`, with its age."""
+
+    def check(self) -> None:
+        """Raise `StorageUnavailable` or `StorageConfigError` unless the store answers."""

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
-from archsearch.jobs.platform.objects.base import CHUNK, ObjectMissing
+from archsearch.jobs.platform.objects.base import (
+    CHUNK,
+    ObjectMissing,
+    StorageConfigError,
+    StoredObject,
+)
 
 
 class LocalObjectStore:
@@ -86,3 +92,16 @@ class LocalObjectStore:
 
     def presigned_url(self, key: str, seconds: int, filename: str) -> str | None:
         return None
+
+    def list_objects(self, prefix: str) -> Iterator[StoredObject]:
+        top = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        now = time.time()
+        for path in top.rglob("*") if top.is_dir() else ():
+            relative = path.relative_to(self.root).as_posix()
+            # Hidden names are writes in flight (staging files), never published objects.
+            if path.is_file() and not any(p.startswith(".") for p in relative.split("/")):
+                yield StoredObject(relative, now - path.stat().st_mtime)
+
+    def check(self) -> None:
+        if not (self.root.is_dir() and os.access(self.root, os.W_OK | os.X_OK)):
+            raise StorageConfigError(f"{self.description} is not a writable folder")

@@ -9,6 +9,11 @@ most deployments that talk to S3, where obstore would add a Rust extension for s
 service does not need (a download is streamed at the API's pace, see bench/storage.py).
 Downloads are ranged GETs read in chunks, so nothing holds a whole file in memory.
 
+Errors are sorted at this edge: a store that does not answer, or answers 5xx, throttling
+or a timeout, raises `StorageUnavailable` (worth retrying, see `retry.py`); a missing
+bucket or refused credentials raise `StorageConfigError` (for the administrator); a
+missing key raises `ObjectMissing`.
+
 An object appears only when its PUT or its multipart upload completes, which is the
 "write then publish" a checkpoint needs: a worker killed mid-upload leaves the previous
 checkpoint in place.
@@ -20,17 +25,49 @@ import io
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
+from boto3.exceptions import S3UploadFailedError
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError, NoCredentialsError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from archsearch.jobs.platform.objects.base import CHUNK, ObjectMissing, S3Credentials
+from archsearch.jobs.platform.objects.base import (
+    CHUNK,
+    ObjectMissing,
+    S3Credentials,
+    StorageConfigError,
+    StorageUnavailable,
+    StoredObject,
+)
 
 MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+CONFIG_CODES = frozenset(
+    {
+        "NoSuchBucket",
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AllAccessDisabled",
+        "InvalidBucketName",
+        "403",
+    }
+)
+TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "ServiceUnavailable",
+        "InternalError",
+    }
+)
 TRANSFER = TransferConfig(
     multipart_threshold=64 << 20, multipart_chunksize=16 << 20, max_concurrency=4
 )
@@ -38,6 +75,49 @@ TRANSFER = TransferConfig(
 
 def _is_missing(exc: ClientError) -> bool:
     return str(exc.response.get("Error", {}).get("Code")) in MISSING_CODES
+
+
+def _client_error(exc: ClientError, where: str) -> Exception | None:
+    """What a refusal of the server means here (None: let it through unchanged)."""
+    code = str(exc.response.get("Error", {}).get("Code"))
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code in CONFIG_CODES:
+        return StorageConfigError(
+            f"{where} refused the request ({code}): check the bucket and the credentials"
+        )
+    if code in TRANSIENT_CODES or status >= 500:
+        return StorageUnavailable(f"{where} answered {code} (HTTP {status})")
+    return None
+
+
+def translated(exc: BaseException, where: str) -> Exception | None:
+    """The storage error `exc` stands for, or None when it is none of ours to sort."""
+    if isinstance(exc, S3UploadFailedError) and isinstance(exc.__context__, ClientError):
+        exc = exc.__context__  # boto3 wraps the server's answer, without chaining it
+    if isinstance(exc, ClientError):
+        return _client_error(exc, where)
+    if isinstance(exc, NoCredentialsError):
+        return StorageConfigError(f"{where}: no credentials are configured")
+    if isinstance(exc, BotoConnectionError | HTTPClientError):  # refused, reset, timed out
+        return StorageUnavailable(f"{where} is unreachable ({type(exc).__name__}: {exc})")
+    return None
+
+
+@contextmanager
+def _sorted_errors(where: str) -> Iterator[None]:
+    try:
+        yield
+    except (
+        ClientError,
+        BotoConnectionError,
+        HTTPClientError,
+        NoCredentialsError,
+        S3UploadFailedError,
+    ) as exc:
+        mapped = translated(exc, where)
+        if mapped is None:
+            raise
+        raise mapped from exc
 
 
 class S3ObjectStore:
@@ -62,7 +142,11 @@ class S3ObjectStore:
         # under the path, not as subdomains of a host nobody resolves.
         config = Config(
             s3={"addressing_style": "path" if s3.endpoint_url else "auto"},
-            retries={"max_attempts": 5, "mode": "standard"},
+            # Few quick retries and short connect timeouts: a longer outage is the job's
+            # retry loop's to ride out (`retry.py`), and the API answers 503 soon.
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=30,
             max_pool_connections=16,
         )
         session = boto3.session.Session(
@@ -77,43 +161,48 @@ class S3ObjectStore:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        self.client.upload_fileobj(
-            io.BytesIO(data), self.bucket, self._key(key), Config=self.transfer
-        )
+        with _sorted_errors(self.description):
+            self.client.upload_fileobj(
+                io.BytesIO(data), self.bucket, self._key(key), Config=self.transfer
+            )
 
     def move_in(self, key: str, path: Path) -> None:
-        self.client.upload_file(str(path), self.bucket, self._key(key), Config=self.transfer)
+        with _sorted_errors(self.description):
+            self.client.upload_file(str(path), self.bucket, self._key(key), Config=self.transfer)
         path.unlink()
 
     def get_bytes(self, key: str) -> bytes:
-        try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
-        except ClientError as exc:
-            if _is_missing(exc):
-                raise ObjectMissing(key) from exc
-            raise
-        with body:
-            return bytes(body.read())
+        with _sorted_errors(self.description):
+            try:
+                body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            except ClientError as exc:
+                if _is_missing(exc):
+                    raise ObjectMissing(key) from exc
+                raise
+            with body:
+                return bytes(body.read())
 
     def size(self, key: str) -> int | None:
-        try:
-            head = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-        except ClientError as exc:
-            if _is_missing(exc):
-                return None
-            raise
+        with _sorted_errors(self.description):
+            try:
+                head = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            except ClientError as exc:
+                if _is_missing(exc):
+                    return None
+                raise
         return int(head["ContentLength"])
 
     def iter_range(self, key: str, start: int, stop: int) -> Iterator[bytes]:
         if stop <= start:
             return
-        body = self.client.get_object(
-            Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{stop - 1}"
-        )["Body"]
-        try:
-            yield from body.iter_chunks(CHUNK)
-        finally:
-            body.close()
+        with _sorted_errors(self.description):
+            body = self.client.get_object(
+                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{stop - 1}"
+            )["Body"]
+            try:
+                yield from body.iter_chunks(CHUNK)
+            finally:
+                body.close()
 
     @contextmanager
     def local_file(self, key: str) -> Iterator[Path]:
@@ -121,7 +210,7 @@ class S3ObjectStore:
         fd, name = tempfile.mkstemp(dir=self.scratch, suffix=".download")
         path = Path(name)
         try:
-            with open(fd, "wb") as handle:
+            with open(fd, "wb") as handle, _sorted_errors(self.description):
                 self._download(key, handle)
             yield path
         finally:
@@ -139,16 +228,39 @@ class S3ObjectStore:
         return None
 
     def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        with _sorted_errors(self.description):
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def delete_prefix(self, prefix: str) -> None:
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self._key(prefix)
-        )
-        for page in pages:
-            keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
-            if keys:  # a page holds at most 1,000 keys, the most one DeleteObjects takes
-                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys})
+        with _sorted_errors(self.description):
+            for page in self._pages(prefix):
+                keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+                if keys:  # a page holds at most 1,000 keys, the most one DeleteObjects takes
+                    self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys})
+
+    def _pages(self, prefix: str) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        yield from paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix))
+
+    def list_objects(self, prefix: str) -> Iterator[StoredObject]:
+        now = datetime.now(UTC)
+        strip = f"{self.prefix}/" if self.prefix else ""
+        with _sorted_errors(self.description):
+            for page in self._pages(prefix):
+                for item in page.get("Contents", []):
+                    age = (now - item["LastModified"]).total_seconds()
+                    yield StoredObject(str(item["Key"]).removeprefix(strip), age)
+
+    def check(self) -> None:
+        with _sorted_errors(self.description):
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+            except ClientError as exc:
+                if _is_missing(exc):  # HEAD has no body: a missing bucket is a bare 404
+                    raise StorageConfigError(
+                        f"{self.description}: the bucket {self.bucket!r} does not exist"
+                    ) from exc
+                raise
 
     def presigned_url(self, key: str, seconds: int, filename: str) -> str | None:
         url = self.client.generate_presigned_url(

@@ -1,4 +1,4 @@
-"""Upload files of every format built in memory, and the malformed ones issue 7 lists: shared
+"""Upload files of every format built in memory, and malformed ones an upload must refuse: shared
 by the readers' tests and the service tests that upload through the API."""
 
 from __future__ import annotations

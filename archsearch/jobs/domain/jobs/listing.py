@@ -1,0 +1,152 @@
+"""Listing jobs as a runs table: filters, a sort key, and cursor paging that stays correct
+under any sort.
+
+A page is a keyset walk on (sort key, id): the cursor carries the sort, the key of the last
+row and its id, so the next page starts exactly after it whatever was inserted or finished
+in between. A job without the key (a queued job has no test accuracy yet) sorts last in
+both directions: the key is coalesced to a sentinel beyond every real value.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Float, Select, cast, func, select, tuple_
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from archsearch.jobs.domain.errors import InvalidCursor
+from archsearch.jobs.domain.tables import Job, JobStatus, JobTag
+
+# What `sort` may name (a leading `-` sorts descending); the default is newest first.
+SORT_KEYS = ("created_at", "test_accuracy", "parameters", "duration", "status", "method")
+DEFAULT_SORT = "-created_at"
+_MISSING_LOW, _MISSING_HIGH = -1e300, 1e300  # sentinels: a missing key sorts last
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    """Which jobs a listing keeps (every filter given must hold)."""
+
+    statuses: Sequence[JobStatus] = ()
+    methods: Sequence[str] = ()
+    team_id: uuid.UUID | None = None
+    id_prefix: str | None = None
+    tags: Sequence[str] = ()
+    owner_id: uuid.UUID | None = None
+    dataset: str | None = None
+    study_id: uuid.UUID | None = None
+    include_study_jobs: bool = True
+
+
+def id_range(id_prefix: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """The first and last id starting with `id_prefix`: a range scan of the primary key
+    on both databases (uuids order as their hex digits on PostgreSQL and in SQLite's text)."""
+    prefix = id_prefix.lower()
+    return uuid.UUID(prefix.ljust(32, "0")), uuid.UUID(prefix.ljust(32, "f"))
+
+
+def parse_sort(sort: str) -> tuple[str, bool]:
+    """(key, descending) of a `sort` value such as `-test_accuracy`."""
+    descending = sort.startswith("-")
+    key = sort.lstrip("-")
+    if key not in SORT_KEYS:
+        raise ValueError(f"unknown sort key {key!r}; one of {', '.join(SORT_KEYS)}")
+    return key, descending
+
+
+def _duration(session: Session) -> ColumnElement[Any]:
+    """Seconds from start to end of a finished run (NULL while it has not ended)."""
+    seconds: ColumnElement[Any]
+    if session.get_bind().dialect.name == "postgresql":
+        seconds = func.extract("epoch", Job.finished_at - Job.started_at)
+    else:
+        seconds = (func.julianday(Job.finished_at) - func.julianday(Job.started_at)) * 86400.0
+    return cast(seconds, Float)
+
+
+def sort_expression(session: Session, key: str, descending: bool) -> ColumnElement[Any]:
+    if key in ("created_at", "status", "method"):
+        column: ColumnElement[Any] = getattr(Job, key)
+        return column
+    if key == "duration":
+        value = _duration(session)
+    else:
+        value = Job.latest_metrics[key].as_float()
+    return func.coalesce(value, _MISSING_LOW if descending else _MISSING_HIGH)
+
+
+def encode_cursor(sort: str, key: Any, job_id: uuid.UUID) -> str:
+    value = key.isoformat() if isinstance(key, datetime) else key
+    raw = json.dumps([sort, value, job_id.hex]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, sort: str) -> tuple[Any, uuid.UUID]:
+    """The (key, id) after which the page starts; refuses a cursor of another sort."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        cursor_sort, value, job_hex = json.loads(raw)
+        if cursor_sort != sort:
+            raise InvalidCursor(
+                f"cursor belongs to sort={cursor_sort}, not sort={sort}; start without it"
+            )
+        key = datetime.fromisoformat(value) if sort.lstrip("-") == "created_at" else value
+        return key, uuid.UUID(hex=job_hex)
+    except (ValueError, TypeError) as exc:
+        raise InvalidCursor("cursor is not one this server issued; start without it") from exc
+
+
+def _filtered(query: Select[Any], filters: JobFilters) -> Select[Any]:
+    if filters.team_id is not None:
+        query = query.where(Job.team_id == filters.team_id)
+    if filters.id_prefix:
+        query = query.where(Job.id.between(*id_range(filters.id_prefix)))
+    if filters.statuses:
+        query = query.where(Job.status.in_(filters.statuses))
+    if filters.methods:
+        query = query.where(Job.method.in_(filters.methods))
+    for tag in filters.tags:
+        query = query.where(Job.id.in_(select(JobTag.job_id).where(JobTag.tag == tag)))
+    if filters.owner_id is not None:
+        query = query.where(Job.owner_id == filters.owner_id)
+    if filters.study_id is not None:
+        query = query.where(Job.study_id == filters.study_id)
+    if not filters.include_study_jobs:
+        query = query.where(Job.study_id.is_(None))
+    if filters.dataset:
+        ref, wanted = Job.spec["dataset"], filters.dataset
+        query = query.where((ref["name"].as_string() == wanted) | (ref["id"].as_string() == wanted))
+    return query
+
+
+def list_jobs(
+    session: Session,
+    filters: JobFilters = JobFilters(),
+    *,
+    sort: str = DEFAULT_SORT,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> tuple[list[Job], str | None]:
+    """One page of jobs in `sort` order (ties by id), and the cursor of the next page (None
+    at the end). Raises ValueError for an unknown sort key, InvalidCursor for a bad cursor."""
+    key_name, descending = parse_sort(sort)
+    key = sort_expression(session, key_name, descending).label("sort_key")
+    order = (key.desc(), Job.id.desc()) if descending else (key.asc(), Job.id.asc())
+    query = _filtered(select(Job, key), filters).order_by(*order).limit(limit + 1)
+    if cursor:
+        after = tuple_(key, Job.id)
+        bound = tuple_(*decode_cursor(cursor, sort))
+        query = query.where(after < bound if descending else after > bound)
+    rows = session.execute(query).all()
+    next_cursor = None
+    if len(rows) > limit:
+        last_job, last_key = rows[limit - 1]
+        next_cursor = encode_cursor(sort, last_key, last_job.id)
+    return [job for job, _ in rows[:limit]], next_cursor
