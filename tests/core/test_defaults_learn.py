@@ -112,6 +112,13 @@ def _assert_learned(result: Result) -> None:
     assert not result.warnings, result.warnings
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# Over ten seconds each here: run by CI, left out of the quick `-m "not slow"` loop.
+SLOW_CASES = {"search-continuous-digits", "train-mobilenet_v1-mnist", "search-mobilenet_dnw-digits"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in sorted(CASES)],
+)
 def test_documented_defaults_learn(case: str, datasets: dict[str, Dataset]) -> None:
     _assert_learned(_run(CASES[case], datasets))

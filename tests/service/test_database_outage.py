@@ -91,13 +91,25 @@ def _requests(client: httpx.Client, job_id: str) -> list[tuple[str, str, dict[st
             dataset_id="ds-0123456789abcdef",
             name="model.pt",
             study_id=str(uuid.uuid4()),
+            version=1,
+            alias="production",
+            file="model.safetensors",
+            webhook_id=str(uuid.uuid4()),
         )
         for method in operations:
-            requests.append((method.upper(), path, _arguments(method.upper(), template)))
+            requests.append((method.upper(), path, _arguments(method.upper(), template, job_id)))
     return requests
 
 
-def _arguments(method: str, template: str) -> dict[str, Any]:
+def _arguments(method: str, template: str, job_id: str) -> dict[str, Any]:
+    """A body each operation accepts, so it reaches its database queries."""
+    bodies: dict[tuple[str, str], Any] = {
+        ("POST", "/v1/models/{name}/versions"): {"job_id": job_id},
+        ("PUT", "/v1/models/{name}/aliases/{alias}"): {"version": 1},
+        ("POST", "/v1/webhooks"): {"url": "http://127.0.0.1:9/", "events": ["job.failed"]},
+    }
+    if (method, template) in bodies:
+        return {"json": bodies[(method, template)]}
     if (method, template) == ("POST", "/v1/jobs"):
         return {"json": JOB}
     if (method, template) == ("POST", "/v1/datasets"):

@@ -27,7 +27,9 @@ from tests.service.conftest import start_worker
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 JOBS = 5
-EPOCHS = 12  # on digits: seconds a job, so a SIGTERM can land anywhere in training
+# On digits an epoch takes ~0.06 s on a quiet CPU: enough epochs that a SIGTERM sent in the
+# first quarter lands seconds before the job could end, however fast the machine is.
+EPOCHS = 60
 SPEC = {
     "method": "train",
     "dataset": {"name": "digits"},
@@ -69,9 +71,9 @@ def fingerprint(client: ArchsearchClient, job: JobPublic) -> tuple[object, ...]:
 def sigterm_mid_run(
     client: ArchsearchClient, job_id: str, doomed: procs.Proc, rng: random.Random
 ) -> tuple[int, float]:
-    """SIGTERM `doomed`'s main process after a random number of epochs (in the first half:
-    the job must still be training when the signal lands)."""
-    epochs = rng.randint(0, EPOCHS // 2)
+    """SIGTERM `doomed`'s main process after a random number of epochs (in the first
+    quarter: the job must still be training when the signal lands)."""
+    epochs = rng.randint(0, EPOCHS // 4)
     wait_until(
         lambda: (
             client.get_job(job_id).status == "running"

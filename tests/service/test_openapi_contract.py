@@ -42,6 +42,7 @@ def live_schema(api_url: str) -> schemathesis.BaseSchema:
 schema = schemathesis.pytest.from_fixture("live_schema").exclude(tag="streams")
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @hypothesis.settings(
     max_examples=EXAMPLES_PER_OPERATION,

@@ -39,6 +39,7 @@ def test_sqlite_migrations_match_models(tmp_path: Path) -> None:
     assert model_migration_drift(url) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["api", "--port", "1"], ["worker"]])
 def test_processes_refuse_a_database_that_is_behind(command: list[str], tmp_path: Path) -> None:
     name = f"archsearch_stale_{uuid.uuid4().hex[:8]}"

@@ -102,6 +102,7 @@ def start_worker(env: dict[str, str], log_dir: Path) -> procs.Proc:
     return worker
 
 
+@pytest.mark.slow
 def test_restarts_and_sigkill_lose_no_trial_and_ask_none_twice(
     own_service: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:

@@ -129,6 +129,7 @@ def one_slot_api(
     proc.stop()
 
 
+@pytest.mark.slow
 def test_uploads_beyond_the_slots_and_the_waiting_line_are_503_busy(
     one_slot_api: str, headers: dict[str, str], tmp_path: Path
 ) -> None:
