@@ -34,7 +34,7 @@ from archsearch.jobs.platform.db import DATABASE_REFUSED_INPUT, DATABASE_UNAVAIL
 from archsearch.jobs.platform.migrate import SchemaBehind
 from archsearch.jobs.platform.objects import StorageConfigError, StorageUnavailable
 from archsearch.schemas.errors import ErrorBody, FieldError
-from archsearch.specs import METHOD_NAMES, MODEL_NAMES
+from archsearch.specs.errors import problem_field, problem_message
 
 log = logging.getLogger(__name__)
 
@@ -84,39 +84,11 @@ BODY_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "the body cannot be parsed as JSON"},
 }
 
-_UNION_TAGS = set(METHOD_NAMES) | set(MODEL_NAMES)
-
-
-def field_path(loc: tuple[Any, ...]) -> str:
-    """'training.optimizer.lr' from pydantic's loc, without 'body' and union tag names."""
-    parts: list[str] = []
-    previous = None
-    for item in loc:
-        is_tag = (
-            isinstance(item, str) and item in _UNION_TAGS and previous in (None, "body", "model")
-        )
-        if item != "body" and not is_tag:
-            parts.append(str(item))
-        previous = item
-    return ".".join(parts) or "body"
-
-
-def _error_field(err: dict[str, Any]) -> str:
-    loc = tuple(err["loc"])
-    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        # The offending field is the discriminator itself ('method', or a model's 'name').
-        loc = (*loc, str(err.get("ctx", {}).get("discriminator", "")).strip("'"))
-    return field_path(loc)
-
-
-def _message(err: dict[str, Any]) -> str:
-    # pydantic prefixes what a validator raised with "Value error, ": the user wrote no
-    # Python; the validator's own sentence is the message.
-    return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-
 
 def _validation_detail(exc: RequestValidationError) -> list[FieldError]:
-    return [FieldError(field=_error_field(err), message=_message(err)) for err in exc.errors()]
+    return [
+        FieldError(field=problem_field(err), message=problem_message(err)) for err in exc.errors()
+    ]
 
 
 def is_json_syntax_error(errors: Sequence[Any]) -> bool:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from archsearch.cli.common import console
 from archsearch.specs import JOB_TYPES, parse_job_spec
 from archsearch.specs import job_spec_adapter as spec_adapter
+from archsearch.specs.errors import problem_field, problem_message
 
 SPEC_TYPES = {t.model_fields["method"].default: t for t in JOB_TYPES}
 
@@ -46,6 +47,4 @@ def spec_problems(spec: Any) -> list[str]:
 
 
 def _field_line(error: Any) -> str:
-    field = ".".join(str(part) for part in error["loc"]) or "spec"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{field}: {message}"
+    return f"{problem_field(error, 'spec')}: {problem_message(error)}"

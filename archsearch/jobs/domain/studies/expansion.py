@@ -17,11 +17,10 @@ from pydantic import ValidationError
 
 from archsearch.core.errors import UserError
 from archsearch.schemas.studies import StudyArm, StudyCreate
-from archsearch.specs import METHOD_NAMES, MODEL_NAMES, JobBase, parse_job_spec
+from archsearch.specs import JobBase, parse_job_spec
 from archsearch.specs.budget import fit_to_budget, steps_for_epochs, train_size
 from archsearch.specs.common import merge_over_defaults
-
-_UNION_TAGS = set(METHOD_NAMES) | set(MODEL_NAMES)
+from archsearch.specs.errors import field_path
 
 
 class InvalidStudy(UserError):
@@ -79,12 +78,6 @@ def raw_spec(
     return set_path(spec, "training.seed", seed)
 
 
-def error_field(loc: Sequence[Any]) -> str:
-    """'density' from pydantic's ('prune', 'density'): the union's tag names dropped."""
-    parts = [str(item) for item in loc if not (isinstance(item, str) and item in _UNION_TAGS)]
-    return ".".join(parts) or "spec"
-
-
 def parse_arm_spec(label: str, raw: dict[str, Any]) -> JobBase:
     try:
         return parse_job_spec(raw)
@@ -94,7 +87,7 @@ def parse_arm_spec(label: str, raw: dict[str, Any]) -> JobBase:
         if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
             # The offending field is the discriminator itself ('method', or a model's 'name').
             loc = (*loc, str(first.get("ctx", {}).get("discriminator", "")).strip("'"))
-        field = error_field(loc)
+        field = field_path(loc, "spec")
         raise InvalidStudy(
             f"arm {label!r}: {field}: {first['msg']}", field=f"arms[{label}].{field}"
         ) from None
