@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -89,7 +90,9 @@ from archsearch.jobs.runtime.context import DbRunContext  # noqa: E402
 from archsearch.jobs.runtime.executor import execute_next  # noqa: E402
 from archsearch.specs import DatasetRef, JobBase, parse_job_spec  # noqa: E402
 
-DATA_DIRS = (REPO.parent / "shared" / "datasets",)
+# The shared datasets beside the checkout (/work/shared next to /work/main); a worktree one
+# level deeper, or another machine, names its folder in ARCHSEARCH_DATA_DIR.
+DATA_DIRS = (Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets")),)
 CPU = torch.device("cpu")
 
 
@@ -204,7 +207,6 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
     """A Celery worker process from cold: seconds until it is listed in `workers` (it
     registers after its warm-up), then the same train job twice (first on the fresh worker,
     then warm), the pool process's peak resident memory, and its torch threads."""
-    import os
     import subprocess
 
     from archsearch.jobs.platform.broker import CeleryEnqueuer
