@@ -135,13 +135,14 @@ class Inputs:
             return getattr(self.normalised(), name)
 
 
-def take_rows(values: torch.Tensor, index: Index) -> torch.Tensor:
+def take_rows(values: torch.Tensor | Inputs, index: Index) -> torch.Tensor:
     """`values[index]`; a 1-D integer index tensor (a training batch) through `index_select`,
     the same rows ~15x faster than advanced indexing's general kernel (measured: 11 us
-    against 185 us for 128 MNIST rows)."""
-    if isinstance(index, torch.Tensor) and index.dim() == 1 and not index.is_floating_point():
-        if index.dtype is not torch.bool:
-            return values.index_select(0, index)
+    against 185 us for 128 MNIST rows). `Inputs` take their stored rows the same way."""
+    batch = isinstance(index, torch.Tensor) and index.dim() == 1
+    if batch and isinstance(values, torch.Tensor) and not index.is_floating_point():  # type: ignore[union-attr]
+        if index.dtype is not torch.bool:  # type: ignore[union-attr]
+            return values.index_select(0, index)  # type: ignore[arg-type]
     return values[index]
 
 
