@@ -288,7 +288,14 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"(its pages shared with the pool process counted by share), private "
         f"{parent['Private']:.0f} MB"
     )
-    print(f"floor: a bare `import torch` peaks at {import_floor('torch'):.0f} MB resident")
+    step = (
+        "p = torch.nn.Parameter(torch.ones(1)); p.grad = p.detach(); torch.optim.Adam([p]).step()"
+    )
+    print(
+        f"floor: a bare `import torch` peaks at {torch_floor(''):.0f} MB resident; with one "
+        f"optimiser step (torch.optim imports torch._dynamo and sympy on first use) "
+        f"{torch_floor(step):.0f} MB"
+    )
 
 
 def proc_status(pid: int) -> dict[str, str]:
@@ -310,13 +317,13 @@ def parent_memory(pid: int) -> dict[str, float]:
     return out
 
 
-def import_floor(module: str) -> float:
-    """Peak resident MB of a fresh interpreter that imports `module` and nothing else."""
+def torch_floor(code: str) -> float:
+    """Peak resident MB of a fresh interpreter that imports torch and runs `code`."""
     import subprocess
 
     probe = (
-        f"import {module}, pathlib; print([l for l in pathlib.Path('/proc/self/status')"
-        ".read_text().splitlines() if l.startswith('VmHWM')][0].split()[1])"
+        f"import torch, pathlib; {code or 'pass'}; print([l for l in pathlib.Path("
+        "'/proc/self/status').read_text().splitlines() if l.startswith('VmHWM')][0].split()[1])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return int(out.stdout.strip()) / 1024

@@ -160,7 +160,7 @@ class MaskTrainer:
             # than the sum itself. 1 + w is kept for that gradient; sum (1 + w)^2 is its
             # dot product with itself (one read, no squared copy).
             with torch.no_grad():
-                shifted = torch._foreach_add(self.logits, 1.0)
+                shifted = torch._foreach_add(list[torch.Tensor](self.logits), 1.0)
                 squares = torch.stack([torch.vdot(s.flatten(), s.flatten()) for s in shifted])
                 value = self.gamma * squares.sum()
             self._pending = (self.gamma, list(shifted))
