@@ -10,13 +10,18 @@
    defaults (bin) against the same MLP with real weights (real), 10 classes, 3 seeds, on
    digits, MNIST and Fashion-MNIST subsets; and the binarisation gap of the old relaxed
    forward against the binary one.
+4. Granularity at equal parameters: the default MLP and the CNN pruned on an MNIST subset at
+   weight granularity (density 0.1) and at unit granularity, the unit density chosen so the
+   compact model has as many parameters as the weight-pruned model has nonzero ones (both
+   counts printed), 3 seeds (--only 4, a few minutes).
 
-Run: python bench/prune.py [--quick] [--only 1|2|3]   (default: sections 1 and 3, minutes)
+Run: python bench/prune.py [--quick] [--only 1|2|3|4]   (default: sections 1 and 3, minutes)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -33,13 +38,18 @@ from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
 from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
-from archsearch.core.models import Architecture  # noqa: E402
+from archsearch.core.models import Architecture, create_model  # noqa: E402
+from archsearch.core.nn.masked import hard_masks, mask_model, set_masks  # noqa: E402
+from archsearch.core.pruning.build import plain_model  # noqa: E402
+from archsearch.core.pruning.compact import compact_model  # noqa: E402
+from archsearch.core.pruning.units import unit_plan  # noqa: E402
 from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
 from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
 from archsearch.core.training import evaluate, flush_denormals, seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
-DATA_DIRS = (REPO.parent / "shared" / "datasets",)
+# A worktree's parent has no datasets: ARCHSEARCH_DATA_DIR names them, as for the service.
+DATA_DIRS = (Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets")),)
 
 
 def mean_std(values: list[float]) -> str:
@@ -348,10 +358,94 @@ def weight_free_benchmark(quick: bool) -> None:
         )
 
 
+# ---------------------------------------------------------------- 4. granularity
+GRANULARITY_MODELS: dict[str, dict[str, Any]] = {
+    "mlp 256-128": {"name": "mlp"},
+    "cnn 16-32, 64": {"name": "cnn"},
+}
+
+
+def unit_parameters(architecture: Architecture, unit_density: float) -> int:
+    """Parameters of the compact model that keeps `unit_density` of every layer's units
+    (as the trainer's per-layer threshold does; which units does not change the count)."""
+    model = mask_model(create_model(architecture), units=unit_plan(architecture))
+    masks = {}
+    for name, like in hard_masks(model).items():
+        keep = torch.zeros(like.numel(), dtype=torch.bool)
+        keep[: max(1, round(unit_density * like.numel()))] = True
+        masks[name] = keep.view(like.shape)
+    set_masks(model, masks)
+    compacted = compact_model(plain_model(model, architecture).state_dict(), architecture)
+    assert compacted is not None, "the unit families compact"
+    return sum(p.numel() for p in compacted[0].parameters())
+
+
+def matching_unit_density(architecture: Architecture, parameters: float) -> float:
+    """The unit density (to 1e-3) whose compact parameter count is closest to `parameters`."""
+    low, high = 0.001, 1.0
+    while high - low > 1e-3:  # the count grows with the unit density
+        middle = (low + high) / 2
+        if unit_parameters(architecture, middle) < parameters:
+            low = middle
+        else:
+            high = middle
+    return min((low, high), key=lambda u: abs(unit_parameters(architecture, u) - parameters))
+
+
+def granularity_run(model: dict[str, Any], granularity: str, density: float, seed: int):
+    ref, data = subset("mnist", seed, 2000, 2000)
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            "dataset": ref,
+            "model": model,
+            "density": density,
+            "granularity": granularity,
+            "training": {"seed": seed},
+        }
+    )
+    return prune.run(spec, data, InMemoryContext()).metrics, data
+
+
+def granularity_benchmark(quick: bool) -> None:
+    seeds = [0, 1] if quick else [0, 1, 2]
+    weight_density = 0.1
+    print(
+        "\n## 4. Weight vs unit granularity at equal parameters, MNIST (2000 train / 2000 "
+        f"test images), 10 epochs, test accuracy mean±sd over seeds {seeds}; weight density "
+        f"{weight_density}, unit density matched so compact parameters = weight-pruned nonzero"
+    )
+    print(
+        f"{'model':>14} | {'granularity':>11} | {'density':>7} | {'params kept':>11} | "
+        f"{'compact params':>14} | {'compact MACs':>12} | {'test acc':>11}"
+    )
+    for label, model in GRANULARITY_MODELS.items():
+        rows: dict[str, list[dict[str, float]]] = {"weight": [], "unit": []}
+        for seed in seeds:
+            metrics, data = granularity_run(model, "weight", weight_density, seed)
+            rows["weight"].append(metrics)
+            arch = Architecture(
+                parse_job_spec({"method": "prune", "model": model}).model,
+                data.input_shape,
+                data.num_classes,
+            )
+            unit_density = matching_unit_density(arch, metrics["parameters"])
+            rows["unit"].append(granularity_run(model, "unit", unit_density, seed)[0])
+        for granularity, density in (("weight", weight_density), ("unit", unit_density)):
+            runs = rows[granularity]
+            print(
+                f"{label:>14} | {granularity:>11} | {density:7.3f} | "
+                f"{runs[0]['parameters']:11,.0f} | {runs[0]['parameters_compact']:14,.0f} | "
+                f"{runs[0]['macs']:12,.0f} | "
+                f"{mean_std([r['test_accuracy'] for r in runs]):>11}",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller run (minutes)")
-    parser.add_argument("--only", choices=["1", "2", "3"], default=None)
+    parser.add_argument("--only", choices=["1", "2", "3", "4"], default=None)
     parser.add_argument("--adapt-rate", type=float, default=None, help="AP penalty controller")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the machine is shared
@@ -367,6 +461,8 @@ def main(argv: list[str] | None = None) -> None:
         weight_free_benchmark(args.quick)
     if args.only == "2":
         transfer_benchmark(args.quick)
+    if args.only == "4":
+        granularity_benchmark(args.quick)
     print(f"\ntotal time {time.perf_counter() - start:.0f} s")
 
 
