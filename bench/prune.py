@@ -21,7 +21,6 @@ Run: python bench/prune.py [--quick] [--only 1|2|3|4]   (default: sections 1 and
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -40,16 +39,18 @@ from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
 from archsearch.core.models import Architecture, create_model  # noqa: E402
 from archsearch.core.nn.masked import hard_masks, mask_model, set_masks  # noqa: E402
-from archsearch.core.pruning.build import plain_model  # noqa: E402
+from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
+from archsearch.core.pruning.build import (  # noqa: E402
+    build_masked_model,
+    plain_model,  # noqa: E402
+    weight_params,
+)
 from archsearch.core.pruning.compact import compact_model  # noqa: E402
 from archsearch.core.pruning.units import unit_plan  # noqa: E402
-from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
-from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
 from archsearch.core.training import evaluate, flush_denormals, seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
-# A worktree's parent has no datasets: ARCHSEARCH_DATA_DIR names them, as for the service.
-DATA_DIRS = (Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets")),)
+DATA_DIRS = (REPO.parent / "shared" / "datasets",)
 
 
 def mean_std(values: list[float]) -> str:
@@ -368,7 +369,8 @@ GRANULARITY_MODELS: dict[str, dict[str, Any]] = {
 def unit_parameters(architecture: Architecture, unit_density: float) -> int:
     """Parameters of the compact model that keeps `unit_density` of every layer's units
     (as the trainer's per-layer threshold does; which units does not change the count)."""
-    model = mask_model(create_model(architecture), units=unit_plan(architecture))
+    model = create_model(architecture)
+    mask_model(model, units=unit_plan(architecture))
     masks = {}
     for name, like in hard_masks(model).items():
         keep = torch.zeros(like.numel(), dtype=torch.bool)
@@ -392,7 +394,10 @@ def matching_unit_density(architecture: Architecture, parameters: float) -> floa
     return min((low, high), key=lambda u: abs(unit_parameters(architecture, u) - parameters))
 
 
-def granularity_run(model: dict[str, Any], granularity: str, density: float, seed: int):
+def granularity_run(
+    model: dict[str, Any], granularity: str, density: float, seed: int
+) -> tuple[dict[str, float], Architecture]:
+    """A prune job's metrics and the architecture it pruned."""
     ref, data = subset("mnist", seed, 2000, 2000)
     spec = parse_job_spec(
         {
@@ -404,7 +409,8 @@ def granularity_run(model: dict[str, Any], granularity: str, density: float, see
             "training": {"seed": seed},
         }
     )
-    return prune.run(spec, data, InMemoryContext()).metrics, data
+    metrics = prune.run(spec, data, InMemoryContext()).metrics
+    return metrics, Architecture(spec.model, data.input_shape, data.num_classes)
 
 
 def granularity_benchmark(quick: bool) -> None:
@@ -416,26 +422,21 @@ def granularity_benchmark(quick: bool) -> None:
         f"{weight_density}, unit density matched so compact parameters = weight-pruned nonzero"
     )
     print(
-        f"{'model':>14} | {'granularity':>11} | {'density':>7} | {'params kept':>11} | "
-        f"{'compact params':>14} | {'compact MACs':>12} | {'test acc':>11}"
+        f"{'model':>14} | {'granularity':>11} | {'density':>7} | {'parameters':>10} | "
+        f"{'compact params':>14} | {'MACs':>12} | {'test acc':>11}"
     )
     for label, model in GRANULARITY_MODELS.items():
         rows: dict[str, list[dict[str, float]]] = {"weight": [], "unit": []}
         for seed in seeds:
-            metrics, data = granularity_run(model, "weight", weight_density, seed)
+            metrics, arch = granularity_run(model, "weight", weight_density, seed)
             rows["weight"].append(metrics)
-            arch = Architecture(
-                parse_job_spec({"method": "prune", "model": model}).model,
-                data.input_shape,
-                data.num_classes,
-            )
             unit_density = matching_unit_density(arch, metrics["parameters"])
             rows["unit"].append(granularity_run(model, "unit", unit_density, seed)[0])
         for granularity, density in (("weight", weight_density), ("unit", unit_density)):
             runs = rows[granularity]
             print(
                 f"{label:>14} | {granularity:>11} | {density:7.3f} | "
-                f"{runs[0]['parameters']:11,.0f} | {runs[0]['parameters_compact']:14,.0f} | "
+                f"{runs[0]['parameters']:10,.0f} | {runs[0]['parameters_compact']:14,.0f} | "
                 f"{runs[0]['macs']:12,.0f} | "
                 f"{mean_std([r['test_accuracy'] for r in runs]):>11}",
                 flush=True,
