@@ -21,6 +21,7 @@ Run: python bench/prune.py [--quick] [--only 1|2|3|4]   (default: sections 1 and
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -360,6 +361,7 @@ def weight_free_benchmark(quick: bool) -> None:
 
 
 # ---------------------------------------------------------------- 4. granularity
+WEIGHT_DENSITY = 0.1
 GRANULARITY_MODELS: dict[str, dict[str, Any]] = {
     "mlp 256-128": {"name": "mlp"},
     "cnn 16-32, 64": {"name": "cnn"},
@@ -396,8 +398,8 @@ def matching_unit_density(architecture: Architecture, parameters: float) -> floa
 
 def granularity_run(
     model: dict[str, Any], granularity: str, density: float, seed: int
-) -> tuple[dict[str, float], Architecture]:
-    """A prune job's metrics and the architecture it pruned."""
+) -> tuple[dict[str, float], Architecture, dict[str, Any]]:
+    """A prune job's metrics, the architecture it pruned and its compact model's config."""
     ref, data = subset("mnist", seed, 2000, 2000)
     spec = parse_job_spec(
         {
@@ -409,35 +411,60 @@ def granularity_run(
             "training": {"seed": seed},
         }
     )
-    metrics = prune.run(spec, data, InMemoryContext()).metrics
-    return metrics, Architecture(spec.model, data.input_shape, data.num_classes)
+    ctx = InMemoryContext()
+    metrics = prune.run(spec, data, ctx).metrics
+    compact = json.loads(ctx.artifacts["architecture-compact.json"])["model"]
+    return metrics, Architecture(spec.model, data.input_shape, data.num_classes), compact
+
+
+def dense_run(model: dict[str, Any], seed: int) -> dict[str, float]:
+    """A train job of `model` (dense, from scratch) on the same data as `granularity_run`."""
+    ref, data = subset("mnist", seed, 2000, 2000)
+    spec = parse_job_spec(
+        {"method": "train", "dataset": ref, "model": model, "training": {"seed": seed}}
+    )
+    return train.run(spec, data, InMemoryContext()).metrics
+
+
+def granularity_rows(model: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+    """Per arm (weight, unit, dense at the unit job's compact widths): metrics per seed."""
+    rows: dict[str, Any] = {"weight": [], "unit": [], "dense": []}
+    for seed in seeds:
+        metrics, arch, _ = granularity_run(model, "weight", WEIGHT_DENSITY, seed)
+        rows["weight"].append(metrics)
+        rows["unit_density"] = matching_unit_density(arch, metrics["parameters"])
+        unit, _, compact = granularity_run(model, "unit", rows["unit_density"], seed)
+        rows["unit"].append(unit)
+        rows["dense"].append(dense_run(compact, seed) | {"parameters_compact": float("nan")})
+        rows["compact"] = compact
+    return rows
 
 
 def granularity_benchmark(quick: bool) -> None:
     seeds = [0, 1] if quick else [0, 1, 2]
-    weight_density = 0.1
     print(
         "\n## 4. Weight vs unit granularity at equal parameters, MNIST (2000 train / 2000 "
         f"test images), 10 epochs, test accuracy mean±sd over seeds {seeds}; weight density "
-        f"{weight_density}, unit density matched so compact parameters = weight-pruned nonzero"
+        f"{WEIGHT_DENSITY}, unit density matched so the unit job's compact parameters = the "
+        "weight job's nonzero ones; dense: the unit job's compact architecture trained alone"
     )
     print(
-        f"{'model':>14} | {'granularity':>11} | {'density':>7} | {'parameters':>10} | "
-        f"{'compact params':>14} | {'MACs':>12} | {'test acc':>11}"
+        f"{'model':>14} | {'arm':>22} | {'density':>7} | {'parameters':>10} | "
+        f"{'compact params':>14} | {'MACs':>9} | {'test acc':>11}"
     )
     for label, model in GRANULARITY_MODELS.items():
-        rows: dict[str, list[dict[str, float]]] = {"weight": [], "unit": []}
-        for seed in seeds:
-            metrics, arch = granularity_run(model, "weight", weight_density, seed)
-            rows["weight"].append(metrics)
-            unit_density = matching_unit_density(arch, metrics["parameters"])
-            rows["unit"].append(granularity_run(model, "unit", unit_density, seed)[0])
-        for granularity, density in (("weight", weight_density), ("unit", unit_density)):
-            runs = rows[granularity]
+        rows = granularity_rows(model, seeds)
+        widths = [w for key in ("channels", "hidden") for w in rows["compact"].get(key, [])]
+        arms = (
+            ("weight granularity", "weight", WEIGHT_DENSITY),
+            ("unit granularity", "unit", rows["unit_density"]),
+            (f"dense {'-'.join(map(str, widths))}", "dense", 1.0),
+        )
+        for arm, key, density in arms:
+            runs = rows[key]
             print(
-                f"{label:>14} | {granularity:>11} | {density:7.3f} | "
-                f"{runs[0]['parameters']:10,.0f} | {runs[0]['parameters_compact']:14,.0f} | "
-                f"{runs[0]['macs']:12,.0f} | "
+                f"{label:>14} | {arm:>22} | {density:7.3f} | {runs[0]['parameters']:10,.0f} | "
+                f"{runs[0]['parameters_compact']:14,.0f} | {runs[0]['macs']:9,.0f} | "
                 f"{mean_std([r['test_accuracy'] for r in runs]):>11}",
                 flush=True,
             )
