@@ -160,6 +160,7 @@ def test_unit_prune_job_reaches_unit_density_and_ships_a_small_dense_model(
     assert kept == list(compact_config["hidden" if family == "mlp" else "channels"]) + (
         [] if family == "mlp" else list(compact_config["hidden"])
     )
+    assert "Pruned at unit granularity" in art["model-card.md"].decode()
     assert result.metrics["parameters"] == result.metrics["parameters_compact"], (
         "a cut unit's own weights are no parameters of the deployed model"
     )
@@ -189,10 +190,18 @@ def test_unit_granularity_rejects_families_without_units() -> None:
         unit_spec(model={"name": "neural_graph"})
 
 
-@pytest.mark.parametrize("mask", ["random", "reshuffle"])
-def test_transfer_baselines_of_a_unit_mask_draw_whole_units(digits, mask: str) -> None:
+@pytest.fixture(scope="module")
+def unit_source(digits) -> InMemoryContext:
     source = InMemoryContext()
     run(unit_spec(model=FAMILIES["mlp"][0], density=0.5, training={"epochs": 1}), digits, source)
+    return source
+
+
+@pytest.mark.parametrize("mask", ["random", "reshuffle"])
+def test_transfer_baselines_of_a_unit_mask_draw_whole_units(
+    digits, unit_source: InMemoryContext, mask: str
+) -> None:
+    source = unit_source
     arch = Architecture.from_json(source.artifacts["architecture.json"])
     learned = as_unit_masks(tensors_from_bytes(source.artifacts["mask.safetensors"]), arch)
     assert learned is not None, "a unit job's mask file is read back as units"
