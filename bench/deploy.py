@@ -17,7 +17,8 @@ ONNX with sparse initializers), multiply-adds, and latency at batch 1 and 64 in 
 in onnxruntime (one thread each; `ort` called through an IO binding as deployment.json
 measures it, `run()` the plain `session.run(feed)` call; the one-op floor is a Flatten-only
 model called the same way: what any model costs per call), medians of interleaved repeats
-with their min-max spread, printed as ratios deployed / dense. CPU only: no GPU here, so no GPU table.
+with their min-max spread, printed as ratios deployed / dense. CPU only: no GPU here, so no
+GPU table.
 
 Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
 <= 0.3x, onnxruntime batch-1 latency <= 0.5x dense.
