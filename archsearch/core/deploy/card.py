@@ -75,6 +75,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         f"Per-layer forms: {_forms_line(d['forms'])}",
         "",
+        *_graph_lines(d),
         PLAIN_PYTORCH,
         "",
         f"## ONNX\n\n{onnx_line}",
@@ -87,6 +88,19 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _graph_lines(d: dict[str, Any]) -> list[str]:
+    graph = d.get("graph_form")
+    if graph is None:
+        return []
+    if not graph["compiled"]:
+        return [f"Graph: {graph['form']}.", ""]
+    return [
+        f"Graph: {graph['form']}; {graph['products']} products. The 'compact' column and "
+        "`model.onnx` are this compiled form.",
+        "",
+    ]
 
 
 def _forms_line(forms: list[dict[str, Any]]) -> str:

@@ -422,3 +422,24 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
         plain.bias.data.copy_(fc.bias.detach())
         compiled.fc = plain
     return compiled.eval()
+
+
+COMPILED_FORM = (
+    "compiled neural graph: one product per destination block over only the kept nodes "
+    "(batch norm and the classifier head folded in; MLP-style graphs at batch 1 one "
+    "product per source block), built once at load by archsearch.core.deploy.load_deployed"
+)
+
+
+def compiled_record(model: nn.Module, runner: nn.Module) -> dict[str, object] | None:
+    """What deployment.json says about a graph model's compiled form (None: not a graph)."""
+    if runner is not model:
+        products = [m for m in runner.modules() if isinstance(m, _Products)]
+        return {
+            "compiled": True,
+            "form": COMPILED_FORM,
+            "products": sum(len(p.layers) for p in products),
+        }
+    if isinstance(getattr(model, "graphs", None), nn.ModuleList):
+        return {"compiled": False, "form": "as trained: continuous-time graphs are not compiled"}
+    return None
