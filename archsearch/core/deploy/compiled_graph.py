@@ -42,6 +42,13 @@ from archsearch.core.models.neural_graph import NeuralGraphClassifier
 from archsearch.core.nn.neural_graph import ACTIVATIONS, DynamicGraph, NodeOps, StaticGraph
 
 NormRecord = tuple[Literal["affine", "instance"], torch.Tensor, torch.Tensor] | None
+Piece = tuple[tuple[int, ...], torch.Tensor, torch.Tensor]  # sources, weight, bias (n, H, W)
+
+
+def _tracing() -> bool:
+    """Under the ONNX exporter's tracer: take the batch-general path, whatever the batch."""
+    tracing: bool = torch.jit.is_tracing()  # type: ignore[attr-defined,no-untyped-call]
+    return tracing
 
 
 def _per_channel(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -54,6 +61,9 @@ class NodeOp(nn.Module):
     `norm` is None where a batch norm was folded into the product (or there is none);
     "affine" is an eval-mode batch norm that could not be folded (the input nodes).
     """
+
+    norm_weight: torch.Tensor  # buffers when `norm` is given, declared for the type checker
+    norm_bias: torch.Tensor
 
     def __init__(
         self, activation: str, norm: NormRecord, kernel: torch.Tensor | None, stride: int = 1
@@ -84,7 +94,7 @@ class GraphLinear(nn.Linear):
     against F.linear's 4.4 us for a 32 x 784 weight, where the call is most of the cost)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] == 1 and not torch.jit.is_tracing():
+        if x.shape[0] == 1 and not _tracing():
             return torch.addmv(self.bias, self.weight, x[0]).unsqueeze(0)  # (1, out)
         return F.linear(x, self.weight, self.bias)
 
@@ -109,7 +119,9 @@ class _Products(nn.Module):
     """Destination products of a compiled graph: `layers[j]` reads the concatenated states
     of `sources[j]`; `maps[j]` (a buffer `map{j}`, or None) is added where the bias varies."""
 
-    def __init__(self, pieces: list[tuple[tuple[int, ...], torch.Tensor, torch.Tensor]], spatial: bool) -> None:
+    def __init__(
+        self, pieces: list[tuple[tuple[int, ...], torch.Tensor, torch.Tensor]], spatial: bool
+    ) -> None:
         super().__init__()
         self.sources = [sources for sources, _, _ in pieces]
         self.layers = nn.ModuleList(product_layer(w, b, spatial) for _, w, b in pieces)
@@ -172,7 +184,11 @@ def _static_weight(
     n = s[j + 1] - s[j]
     offsets = graph.offsets
     bias = offsets[s[j] : s[j + 1]] if offsets is not None else w.new_zeros(n, 1, 1)
-    if graph.ops.spec.kind == "act" and sources[0] == 0 and graph.ops.spec.effective_norm == "batch":
+    if (
+        graph.ops.spec.kind == "act"
+        and sources[0] == 0
+        and graph.ops.spec.effective_norm == "batch"
+    ):
         # MLP-style input nodes apply only their norm: W (a x + c) = (W a) x + W c.
         scale, shift = batch_affine(graph.ops, 0, s[1])
         head = weight[:, : s[1]]
@@ -226,7 +242,7 @@ class CompiledStaticGraph(nn.Module):
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_0) -> (B, n_out); the input nodes' norm is in the products."""
         act = ACTIVATIONS[self.activation]
-        vector = x.shape[0] == 1 and not torch.jit.is_tracing()
+        vector = x.shape[0] == 1 and not _tracing()
         plan = self._source_plan() if vector else None
         if plan is not None:
             return _run_source_plan(plan, act, x[0])[None]
@@ -237,7 +253,6 @@ class CompiledStaticGraph(nn.Module):
             states.append(act(run(j, states)))
         out = run(last, states)
         return out[None] if vector else out
-
 
     def _source_plan(self) -> SourcePlan | None:
         """The dense products regrouped by source block (built once, for one sample)."""
@@ -320,7 +335,7 @@ class CompiledDynamicGraph(nn.Module):
         needed = needed_per_step(a, graph.n_out, graph.steps)
         node_ops = [_node_op(ops, torch.arange(n_in), False)]
         bias = self._start_constants(ops, a[needed[1]], needed[0][needed[0] >= n_in], graph.hw)
-        pieces = [((0,), a[needed[1]][:, :n_in], bias)]
+        pieces: list[Piece] = [((0,), a[needed[1]][:, :n_in], bias)]
         for step in range(2, graph.steps + 1):
             node_ops.append(_node_op(ops, needed[step - 1], False))
             weight = a[needed[step]][:, needed[step - 1]]
@@ -336,7 +351,7 @@ class CompiledDynamicGraph(nn.Module):
             return rows.new_zeros(len(rows), 1, 1)
         op = _node_op(ops, constant, False).eval()
         zeros = rows.new_zeros(1, len(constant), *(hw if self.spatial else ()))
-        sent = op(zeros)[0].reshape(len(constant), -1)  # (k, H * W)
+        sent: torch.Tensor = op(zeros)[0].reshape(len(constant), -1)  # (k, H * W)
         bias = rows[:, constant] @ sent  # (n, H * W)
         return bias.reshape(len(rows), *(hw if self.spatial else (1, 1)))
 
@@ -369,6 +384,7 @@ def _fold_head(model: NeuralGraphClassifier) -> None:
     products = graph.products
     last = len(products.layers) - 1
     layer = products.layers[last]
+    assert isinstance(layer, nn.Linear | nn.Conv2d) and layer.bias is not None
     weight = layer.weight.detach().flatten(1)  # (n_out, m)
     bias = layer.bias.detach()[:, None, None]
     if products.has_map[last]:
@@ -377,7 +393,8 @@ def _fold_head(model: NeuralGraphClassifier) -> None:
     products.layers[last] = product_layer(head @ weight, folded, graph.spatial)
     products.register_buffer(f"map{last}", bias_map(folded))
     products.has_map[last] = getattr(products, f"map{last}") is not None
-    model.head_norm, model.fc = nn.Identity(), nn.Identity()
+    for name in ("head_norm", "fc"):
+        setattr(model, name, nn.Identity())
 
 
 def _compiled(graph: nn.Module) -> nn.Module:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel
+from torch import nn
 
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
@@ -89,8 +90,7 @@ def write_deployment(
     _save_architectures(ctx, deployable, pre)
     sparse = sparse_state_bytes(model.state_dict())
     ctx.save_artifact("model-sparse.safetensors", sparse, "application/octet-stream")
-    # What runs: a searched graph compiled to a few products (built again at load), any
-    # other model as it is. Its forms, latency and ONNX file are the deployment's.
+    # What runs (forms, latency, ONNX): a searched graph compiled, others as they are.
     runner = compile_graphs(model, shape)
     chosen, forms = choose_forms(runner, shape, FORMS_BUDGET_S)
     variants = {"dense": parent, "compact": runner, "sparse": chosen}
@@ -107,15 +107,22 @@ def write_deployment(
     record = _record(
         deployable, data, method, spec, pre, len(sparse), forms, (latency, same), onnx_record
     )
-    graph_form = compiled_record(model, runner)
-    if graph_form is not None:
-        record["graph_form"] = graph_form
-        if graph_form["compiled"] and onnx_bytes is not None:
-            onnx_record["form"] = f"the compiled neural graph; {onnx_record['form']}"
+    _note_graph_form(record, model, runner)
     ctx.save_artifact("deployment.json", json_bytes(record), "application/json")
     spec_json = spec.model_dump(mode="json")
     ctx.save_artifact("model-card.md", model_card(record, spec_json).encode(), "text/markdown")
     return _deployment_metrics(record, latency, onnx_record if onnx_bytes is not None else None)
+
+
+def _note_graph_form(record: dict[str, Any], model: nn.Module, runner: nn.Module) -> None:
+    """A graph model's `graph_form`: compiled or not, and so the form of `model.onnx`."""
+    graph_form = compiled_record(model, runner)
+    if graph_form is None:
+        return
+    record["graph_form"] = graph_form
+    onnx_record = record["onnx"]
+    if graph_form["compiled"] and onnx_record["exported"]:
+        onnx_record["form"] = f"the compiled neural graph; {onnx_record['form']}"
 
 
 def _deployment_metrics(

@@ -27,7 +27,9 @@ GRAPHS = {
     "static-instance": NeuralGraphConfig(
         hidden_blocks=(6, 6), input_nodes=4, output_nodes=5, density=0.12, norm="instance"
     ),
-    "mlp-style": NeuralGraphConfig(node_op="act", hidden_blocks=(8, 8), output_nodes=6, density=0.05),
+    "mlp-style": NeuralGraphConfig(
+        node_op="act", hidden_blocks=(8, 8), output_nodes=6, density=0.05
+    ),
     "mlp-style-tanh": NeuralGraphConfig(
         node_op="act", hidden_blocks=(8,), output_nodes=6, density=0.05, activation="tanh"
     ),
