@@ -13,7 +13,7 @@ from archsearch.core.deploy.compiled_graph import (
     compile_graphs,
     needed_per_step,
 )
-from archsearch.core.deploy.forms import SparseLinear, apply_forms
+from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
 from archsearch.core.deploy.onnx import export_onnx, onnx_max_abs_diff, sparse_initializers
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.compact import compact_model
@@ -82,6 +82,9 @@ def test_sparse_forms_of_the_products_keep_the_outputs() -> None:
     model, architecture = _masked(GRAPHS["mlp-style"])
     compiled = compile_graphs(compact_model(model, architecture)[0], SHAPE)
     names = [n for n, m in compiled.named_modules() if isinstance(m, torch.nn.Linear)]
+    # The measured choice sees every product (the one-sample path calls no Linear module).
+    _, report = choose_forms(compiled, SHAPE, budget_s=0.02)
+    assert [row["layer"] for row in report] == names
     forms = [{"layer": n, "batch_1": "sparse", "batch_64": "sparse"} for n in names]
     sparse = apply_forms(compiled, forms)
     assert sum(isinstance(m, SparseLinear) for m in sparse.modules()) == len(names) > 1
