@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import onnx
 import pytest
 import torch
 
+from archsearch.core.deploy import load_deployed
 from archsearch.core.deploy.compiled_graph import (
     CompiledDynamicGraph,
     CompiledGraphClassifier,
@@ -15,6 +18,7 @@ from archsearch.core.deploy.compiled_graph import (
 )
 from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
 from archsearch.core.deploy.onnx import export_onnx, onnx_max_abs_diff, sparse_initializers
+from archsearch.core.export import model_to_bytes
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.compact import compact_model
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
@@ -111,3 +115,19 @@ def test_discrete_steps_read_only_the_nodes_the_outputs_need() -> None:
     a[1, 0] = a[4, 1] = a[2, 2] = a[4, 3] = 1.0
     needed = needed_per_step(a, n_out=1, steps=2)
     assert [n.tolist() for n in needed] == [[0], [1, 3], [4]]
+
+
+def test_load_deployed_compiles_only_what_ran_compiled() -> None:
+    model, architecture = _masked(GRAPHS["static-conv"])
+    compact, compact_arch = compact_model(model, architecture)
+    weights, arch_json = model_to_bytes(compact), compact_arch.to_json()
+    record = {"forms": [], "graph_form": {"compiled": True}}
+    deployed = load_deployed(arch_json, weights, json.dumps(record))
+    assert any(isinstance(m, CompiledStaticGraph) for m in deployed.modules())
+    # deployment.json of a job from before compiled graphs: the graph loads as it ran.
+    old = load_deployed(arch_json, weights, json.dumps({"forms": []}))
+    assert not any(isinstance(m, CompiledStaticGraph) for m in old.modules())
+    x = torch.randn(3, *SHAPE)
+    with torch.no_grad():
+        torch.testing.assert_close(deployed(x), model(x), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(old(x), model(x), rtol=1e-4, atol=1e-5)
