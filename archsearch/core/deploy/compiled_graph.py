@@ -16,6 +16,8 @@ compiled form, built once from the eval-mode model:
   rows scaled, a bias added; the MLP-style input nodes' norm folded into the columns that
   read them. The compact model's offsets become the bias (a per-node map where padding
   makes them vary across positions).
+- a conv graph's input nodes' batch norm folded into what computes their input (the stem,
+  or the previous stage's output product), MobileNetV1-DNW's head norm into the last stage.
 - after the product, the rest of the node op: instance norm (it depends on the sample, so it
   stays an op), the activation, the 3x3 depthwise conv.
 - an MLP-style classifier compiles whole (`CompiledGraphClassifier`): its head (batch norm
@@ -41,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from archsearch.core.models.mobilenet_dnw import MaskedLinear
+from archsearch.core.models.mobilenet_dnw import MaskedLinear, MobileNetDNW
 from archsearch.core.models.neural_graph import NeuralGraphClassifier
 from archsearch.core.nn.neural_graph import ACTIVATIONS, DynamicGraph, NodeOps, StaticGraph
 
@@ -443,6 +445,7 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
     assert isinstance(graphs, nn.ModuleList), "a DNW model keeps its graphs in a ModuleList"
     for i, graph in enumerate(list(graphs)):
         graphs[i] = _compiled(graph)
+    _fold_input_norms(compiled, list(graphs))
     if isinstance(compiled, NeuralGraphClassifier):
         _fold_head(compiled)
         graph = compiled.graphs[0]
@@ -456,6 +459,61 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
         plain.bias.data.copy_(fc.bias.detach())
         compiled.fc = plain
     return compiled.eval()
+
+
+def _scale_last_product(products: _Products, scale: torch.Tensor, shift: torch.Tensor) -> None:
+    """Make the last product compute scale * y + shift per node (a batch norm folded)."""
+    last = len(products.layers) - 1
+    layer = products.layers[last]
+    assert isinstance(layer, nn.Conv2d) and layer.bias is not None, "a conv-node product"
+    layer.weight.data.mul_(scale[:, None, None, None])
+    layer.bias.data.mul_(scale).add_(shift)
+    if products.has_map[last]:
+        getattr(products, f"map{last}").mul_(scale[:, None, None])
+
+
+def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
+    """The eval-mode batch norm of each conv graph's input nodes folded into what computes
+    their input: the previous stage's output product (MobileNetV1-DNW, whose head norm
+    folds into the last stage the same way) or the stem's closing batch norm."""
+    stem = getattr(model, "stem", None)
+    for previous, graph in zip([stem, *graphs[:-1]], graphs, strict=True):
+        spatial = isinstance(graph, CompiledStaticGraph) and graph.spatial
+        op = graph.get_submodule("node_ops.0") if spatial else None
+        if not isinstance(op, NodeOp) or op.norm_kind != "affine":
+            continue
+        if isinstance(previous, CompiledStaticGraph):
+            _scale_last_product(previous.products, op.norm_weight, op.norm_bias)
+        elif isinstance(previous, nn.Sequential) and isinstance(previous[-1], nn.BatchNorm2d):
+            previous[-1].weight.data.mul_(op.norm_weight)  # a (BN(x)) + c is a batch norm
+            previous[-1].bias.data.mul_(op.norm_weight).add_(op.norm_bias)
+        elif previous is stem and isinstance(previous, nn.Conv2d):
+            model.stem = _scaled_conv(previous, op.norm_weight, op.norm_bias)
+        else:
+            continue
+        op.norm_kind = "none"
+    head = getattr(model, "head_norm", None)
+    if isinstance(model, MobileNetDNW) and isinstance(head, nn.BatchNorm2d) and graphs:
+        last = graphs[-1]
+        if isinstance(last, CompiledStaticGraph):
+            scale, shift = _batch_norm_affine(head)
+            _scale_last_product(last.products, scale, shift)
+            model.head_norm = nn.Identity()  # type: ignore[assignment]
+
+
+def _scaled_conv(conv: nn.Conv2d, scale: torch.Tensor, shift: torch.Tensor) -> nn.Conv2d:
+    """scale * conv(x) + shift per output channel, as one conv with a bias."""
+    scaled = copy.deepcopy(conv)
+    scaled.weight.data.mul_(scale[:, None, None, None])
+    bias = shift.clone() if conv.bias is None else conv.bias.detach() * scale + shift
+    scaled.bias = nn.Parameter(bias)
+    return scaled
+
+
+def _batch_norm_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
+    assert norm.running_mean is not None and norm.running_var is not None
+    scale = norm.weight.detach() / torch.sqrt(norm.running_var + norm.eps)
+    return scale, norm.bias.detach() - norm.running_mean * scale
 
 
 COMPILED_FORM = (

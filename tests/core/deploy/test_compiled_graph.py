@@ -71,6 +71,10 @@ def test_compiled_compact_graph_equals_the_masked_model(name: str) -> None:
     compiled = compile_graphs(compact, SHAPE)
     kinds = (CompiledStaticGraph, CompiledDynamicGraph, CompiledGraphClassifier)
     assert any(isinstance(m, kinds) for m in compiled.modules()), "the graphs were compiled"
+    # Input nodes' batch norms are folded into what computes their input (stem, stage).
+    for m in compiled.modules():
+        if isinstance(m, CompiledStaticGraph) and m.spatial and name != "static-instance":
+            assert m.node_ops[0].norm_kind == "none"
     # Nothing rebuilds an edge matrix at run time: the compiled model holds no edge list.
     assert not any(n.endswith("edges.weight") for n, _ in compiled.named_parameters())
     with torch.no_grad():
