@@ -99,7 +99,8 @@ def test_the_install_lines_name_the_right_extras() -> None:
     serve, test = (text.strip() for text in snippets("install"))
     assert serve == "pip install torch==2.13.0 -e '.[server]' && archsearch serve"
     assert test == "pip install torch==2.13.0 -e '.[server,dev]' && python -m pytest"
-    server_needs = " ".join(extras["server"])
+    assert "archsearch[api]" in extras["server"]  # the API's packages, then the engine's
+    server_needs = " ".join(extras["server"] + extras["api"])
     for package in ("torch", "fastapi", "uvicorn", "sqlalchemy", "alembic", "celery"):
         assert package in server_needs
     assert any(requirement.startswith("pytest") for requirement in extras["dev"])
