@@ -56,7 +56,13 @@ from archsearch.core.methods import get_method
 from archsearch.core.training import flush_denormals
 from archsearch.specs import DatasetRef, parse_job_spec
 
-DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
+# The shared datasets beside the checkout (/work/shared/datasets for /work/main and for a
+# worktree /work/wt/<name> alike).
+DATA_DIRS = tuple(
+    p / "shared" / "datasets"
+    for p in Path(__file__).resolve().parents
+    if (p / "shared" / "datasets").is_dir()
+)[:1]
 DATASETS = ("digits", "mnist", "fashion_mnist")
 SEEDS = (0, 1, 2)
 TRANSFER_TARGET = {"mnist": "fashion_mnist", "fashion_mnist": "mnist"}
