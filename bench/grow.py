@@ -243,12 +243,14 @@ def verdict(label: str, rows: dict[str, list[Any]]) -> None:
 RTOLS = (1e-4, 1e-3, 1e-2)
 
 
-def rtol_bench(label: str, setup: dict[str, Any], seeds: int) -> None:
+def rtol_bench(
+    label: str, setup: dict[str, Any], seeds: int, rtols: tuple[float, ...] = RTOLS
+) -> None:
     """The eig_rtol cuts side by side, seed by seed (bench/_grow_rtol.py)."""
     data = load_dataset(DatasetRef(**setup["dataset"]), DATA_DIRS, 0)
-    runs: dict[float, list[RtolRun]] = {rtol: [] for rtol in RTOLS}
+    runs: dict[float, list[RtolRun]] = {rtol: [] for rtol in rtols}
     for seed in range(seeds):
-        for rtol in RTOLS:
+        for rtol in rtols:
             runs[rtol].append(run_rtol(data, grow_spec(setup, {"eig_rtol": rtol}, seed)))
             print(f"  {label} seed {seed} rtol {rtol:g}: {runs[rtol][-1]}", flush=True)
     print(
@@ -269,6 +271,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--part", choices=("defaults", "peers", "rtol", "all"), default="all")
+    parser.add_argument("--rtols", type=float, nargs="*", default=RTOLS, help="--part rtol cuts")
+    parser.add_argument("--mnist-only", action="store_true", help="--part rtol: MNIST only")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small nets; the machine is shared
     flush_denormals()  # as every thread that runs jobs does
@@ -281,8 +285,9 @@ def main() -> None:
         bench("digits", DIGITS, args.seeds)
         bench("MNIST", MNIST, args.seeds)
     if args.part == "rtol":
-        rtol_bench("digits", DIGITS, args.seeds)
-        rtol_bench("MNIST", MNIST, args.seeds)
+        if not args.mnist_only:
+            rtol_bench("digits", DIGITS, args.seeds, tuple(args.rtols))
+        rtol_bench("MNIST", MNIST, args.seeds, tuple(args.rtols))
     if args.part in ("peers", "all"):
         if importlib.util.find_spec("gromo") is None:
             print("\nGroMo peer: the `gromo` package is not installed, so no peer row is printed")
