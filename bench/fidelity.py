@@ -7,11 +7,11 @@ Each claim is measured as two arms, each a job run in-process exactly as a worke
 1. DNW (Wortsman et al., Table 1): `search` with `dnw` beats `random_graph` at equal edges.
 2. Growth (Verbockhaven et al., section 4): `grow` from [1, 1] gets near the documented
    `train` MLP (256, 128) with far fewer parameters (within 3 points, at most half of them).
-3. Two temperatures (Differentiable Architecture Pruning, section 4.1): t_soft = t_hard/100
+3. Two temperatures (Differentiable Architecture Pruning, section 3.1): t_soft = t_hard/100
    beats t_soft = t_hard.
 4. Weight-free (Disentangling Architectures and Weights, section 4): `weights: free` (bin)
    within 3 points of `weights: learned` (real) at the same density.
-5. Transfer (Differentiable Architecture Pruning, section 4.2): a mask learned on one task
+5. Transfer (Differentiable Architecture Pruning, section 3.2): a mask learned on one task
    and retrained few-shot (50 per class) on another beats a random mask at that density.
 
 CPU-scale deviations (printed with the table): training subsets, a test subset, fewer grow

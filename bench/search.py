@@ -225,9 +225,19 @@ def main() -> None:
     parser.add_argument("--dnw-conv", action="store_true", help="only the conv-graph settings")
     parser.add_argument("--only", nargs="*", default=[], help="--dnw-conv settings containing")
     parser.add_argument("--train", type=int, default=4000, help="--dnw-conv training images")
+    parser.add_argument(
+        "--wiring-epochs",
+        type=int,
+        default=None,
+        help="--dnw-conv: instead, DNW's final wiring of the default graph retrained fixed",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     flush_denormals()  # as every thread that runs jobs does
+    if args.dnw_conv and args.wiring_epochs:
+        data = load_fashion(args.train, 2000)
+        wiring_quality(data, {"name": "neural_graph"}, [0, 1, 2], args.wiring_epochs)
+        return
     if args.dnw_conv:
         dnw_conv(args.train, 2000, [0, 1, 2], args.only)
         return
