@@ -156,7 +156,7 @@ def test_the_study_example_runs_as_written(embedded_url: str, tmp_path: Path) ->
     (study,) = fences("console")
     script = study_file + console_commands(study)
     shown = run_bash(script, tmp_path, {"ARCHSEARCH_URL": embedded_url}, timeout=1100)
-    assert "8 jobs" in shown and "Nothing was queued" in shown  # the dry run
+    assert "9 jobs" in shown and "Nothing was queued" in shown  # the dry run
     assert "finished" in shown and "grow-p" in shown  # the status table of the ended study
     folder = next(tmp_path.glob("study-*"))
     assert {"results.csv", "report.md"} <= {p.name for p in folder.iterdir()}
