@@ -1,5 +1,5 @@
 """RigL (Evci et al., 2020) against the two-temperature learned mask at equal density and
-steps (`python bench/prune.py --only 4`): the same MLP, data, epochs and seeds; a static
+steps (`python bench/prune.py --only 5`): the same MLP, data, epochs and seeds; a static
 random sparse network (RigL with no update) shows what the rewiring adds."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def rigl_benchmark(data_dirs: tuple[Path, ...], quick: bool) -> None:
     train, seeds, densities = (1000, [0], (0.1,)) if quick else (4000, [0, 1, 2], (0.1, 0.05))
     ref = {"name": "mnist", "train_subset": train}
     print(
-        f"\n== 4. RigL vs the learned mask: MNIST {train} training images, the default MLP "
+        f"\n== 5. RigL vs the learned mask: MNIST {train} training images, the default MLP "
         f"(256, 128) and 10 epochs, seeds {seeds}; test accuracy mean +- sd =="
     )
     for density in densities:

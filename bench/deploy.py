@@ -14,8 +14,11 @@ Each case is a deployed model (compact model; Linear layers in the per-layer for
 measured faster, `core.deploy.forms`) against its dense reference, measured side by side:
 file bytes (safetensors: dense reference vs sparse file; ONNX: dense reference vs compact
 ONNX with sparse initializers), multiply-adds, and latency at batch 1 and 64 in PyTorch and
-in onnxruntime (one thread each), medians of interleaved repeats with their min-max spread,
-printed as ratios deployed / dense. CPU only: no GPU here, so no GPU table.
+in onnxruntime (one thread each; `ort` called through an IO binding as deployment.json
+measures it, `run()` the plain `session.run(feed)` call; the one-op floor is a Flatten-only
+model called the same way: what any model costs per call), medians of interleaved repeats
+with their min-max spread, printed as ratios deployed / dense. CPU only: no GPU here, so no
+GPU table.
 
 Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
 <= 0.3x, onnxruntime batch-1 latency <= 0.5x dense.
@@ -37,7 +40,7 @@ import torch
 from torch import nn
 
 from archsearch.core.deploy.forms import choose_forms
-from archsearch.core.deploy.onnx import export_onnx, ort_session, sparse_initializers
+from archsearch.core.deploy.onnx import export_onnx, ort_call, ort_session, sparse_initializers
 from archsearch.core.export import count_macs, model_to_bytes, sparse_state_bytes
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import hard_masks, mask_model, set_masks
@@ -108,7 +111,11 @@ def cases() -> dict[str, Callable[[], Case]]:
 
 
 def interleaved(variants: dict[str, Callable[[], object]], budget_s: float) -> dict[str, Any]:
-    """Per variant: all seconds of one call, repeats interleaved in a rotated order."""
+    """Per variant: all seconds of one call, repeats interleaved in a rotated order.
+
+    Called per runtime: a deployment runs one, and a torch call between two onnxruntime
+    calls evicts their caches (measured on the CNN at batch 1: onnxruntime 29.6 / 14.8 us
+    dense / compact among themselves, 46.8 / 19.2 us with torch calls in between)."""
     names, times = list(variants), {name: [] for name in variants}
     for name in names:
         variants[name]()  # warm-up
@@ -136,7 +143,11 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
     chosen, _ = choose_forms(deployed, shape, 0.3)
     onnx_dense = export_onnx(dense, shape)
     onnx_ours = sparse_initializers(export_onnx(deployed, shape))
-    sessions = {"ours": ort_session(onnx_ours), "dense": ort_session(onnx_dense)}
+    sessions = {
+        "ours": ort_session(onnx_ours),
+        "dense": ort_session(onnx_dense),
+        "floor": ort_session(export_onnx(nn.Flatten(), shape)),
+    }
     row: dict[str, Any] = {
         "weights": (_real(deployed), _real(dense)),
         "st": len(sparse_state_bytes(deployed.state_dict())) / len(model_to_bytes(dense)),
@@ -145,13 +156,20 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
     }
     for batch in (1, 64):
         x = torch.randn(batch, *shape)
-        with torch.inference_mode():
-            times = interleaved(_variants(chosen, dense, sessions, x), budget / 2)
+        variants = _variants(chosen, dense, sessions, x)
+        times: dict[str, list[float]] = {}
+        with torch.inference_mode():  # each runtime among its own: see `interleaved`
+            for runtime in ("torch_", "ort"):
+                own = {k: v for k, v in variants.items() if k.startswith(runtime)}
+                times.update(interleaved(own, budget / 4))
         row[f"b{batch}"] = {
             "torch": ratio(times, "torch_ours", "torch_dense"),
             "ort": ratio(times, "ort_ours", "ort_dense"),
+            "ortrun": ratio(times, "ortrun_ours", "ortrun_dense"),
             "dense_ms": statistics.median(times["torch_dense"]) * 1e3,
             "ort_dense_ms": statistics.median(times["ort_dense"]) * 1e3,
+            "ort_ours_ms": statistics.median(times["ort_ours"]) * 1e3,
+            "ort_floor_ms": statistics.median(times["ort_floor"]) * 1e3,
             "repeats": len(times["torch_ours"]),
         }
     return row
@@ -164,8 +182,11 @@ def _variants(
     return {
         "torch_ours": lambda: chosen(x),
         "torch_dense": lambda: dense(x),
-        "ort_ours": lambda: sessions["ours"].run(None, feed),
-        "ort_dense": lambda: sessions["dense"].run(None, feed),
+        "ort_ours": ort_call(sessions["ours"], x.numpy()),
+        "ort_dense": ort_call(sessions["dense"], x.numpy()),
+        "ortrun_ours": lambda: sessions["ours"].run(None, feed),
+        "ortrun_dense": lambda: sessions["dense"].run(None, feed),
+        "ort_floor": ort_call(sessions["floor"], x.numpy()),
     }
 
 
@@ -186,8 +207,10 @@ def report(name: str, row: dict[str, Any]) -> None:
     print(
         f"{name:22} weights {ours:>9,}/{dense:>9,} | bytes st {row['st']:.3f}x onnx "
         f"{row['onnx']:.3f}x | MACs {row['macs']:.3f}x | b1 torch {b1['torch']} ort {b1['ort']}"
-        f" | b64 torch {b64['torch']} ort {b64['ort']} | dense b1 {b1['dense_ms']:.3f} ms "
-        f"(ort {b1['ort_dense_ms']:.3f}) | repeats {b1['repeats']}/{b64['repeats']}"
+        f" (run() {b1['ortrun']}) | b64 torch {b64['torch']} ort {b64['ort']} (run() "
+        f"{b64['ortrun']}) | dense b1 {b1['dense_ms']:.3f} ms "
+        f"(ort {b1['ort_dense_ms'] * 1e3:.1f} us, ours {b1['ort_ours_ms'] * 1e3:.1f}, one-op "
+        f"floor {b1['ort_floor_ms'] * 1e3:.1f}) | repeats {b1['repeats']}/{b64['repeats']}"
     )
 
 
