@@ -144,7 +144,7 @@ def _sql_int(value: int | None) -> str:
 
 
 @functools.cache
-def _statement(offer: Offer, window: int, defaults: tuple[int | None, int | None]) -> TextClause:
+def claim_statement(offer: Offer, window: int, defaults: tuple[int | None, int | None]) -> TextClause:
     """The claim's statement for a worker, built once. What stays the same for a worker
     (its offer, the window, the server's quotas) is written into the text, so that the
     prepared statement's generic plan is as good as a fresh one: PostgreSQL then plans
@@ -178,5 +178,5 @@ def pick_and_take(
     }
     if offer.device == "cuda" and offer.gpu_memory_gb is not None:
         params["gpu_memory_gb"] = offer.gpu_memory_gb
-    row = session.execute(_statement(offer, window, defaults), params).one_or_none()
+    row = session.execute(claim_statement(offer, window, defaults), params).one_or_none()
     return None if row is None else Pick(row.id, bool(row.taken), bool(row.unlimited))
