@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archsearch.client import ArchsearchClient  # noqa: E402
 from archsearch.jobs.domain.accounts import repository as account_repo  # noqa: E402
-from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.jobs import claim_sql  # noqa: E402
+from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.jobs.scheduler import CANDIDATE_WINDOW, claim_next  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402

@@ -115,7 +115,9 @@ taken AS (
   RETURNING jobs.id, jobs.owner_id, jobs.team_id, jobs.method, jobs.device),
 event AS (
   INSERT INTO job_events (job_id, from_status, to_status, reason, actor, at)
-  SELECT id, 'queued', 'running', 'started', :worker, :now FROM taken),""" + _OPEN_ATTEMPT + """
+  SELECT id, 'queued', 'running', 'started', :worker, :now FROM taken),"""
+
+_ANSWER = """
 SELECT pick.id, pick.unlimited, EXISTS (SELECT 1 FROM taken) AS taken FROM pick"""
 
 
@@ -144,13 +146,15 @@ def _sql_int(value: int | None) -> str:
 
 
 @functools.cache
-def claim_statement(offer: Offer, window: int, defaults: tuple[int | None, int | None]) -> TextClause:
+def claim_statement(
+    offer: Offer, window: int, defaults: tuple[int | None, int | None]
+) -> TextClause:
     """The claim's statement for a worker, built once. What stays the same for a worker
     (its offer, the window, the server's quotas) is written into the text, so that the
     prepared statement's generic plan is as good as a fresh one: PostgreSQL then plans
     it once per connection instead of on every claim."""
     pick = _FAIR_THEN_ORDER.format(eligible=_eligible(offer), window=window)
-    sql = ("WITH " + _FULL.strip() + pick + _TAKE).format(
+    sql = ("WITH " + _FULL.strip() + pick + _TAKE + _OPEN_ATTEMPT + _ANSWER).format(
         user_default=_sql_int(defaults[0]),
         team_default=_sql_int(defaults[1]),
         kinds=_sql_list(DEVICE_KINDS),

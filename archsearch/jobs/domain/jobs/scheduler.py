@@ -26,7 +26,6 @@ from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, WorkerRecord
-from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.platform.settings import Settings
 
 CANDIDATE_WINDOW = 64  # jobs of the top of the queue among which fair share picks
