@@ -36,6 +36,7 @@ from archsearch.core.pruning.build import (
 )
 from archsearch.core.pruning.plots import mask_logits_png
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
+from archsearch.core.pruning.units import units_kept
 from archsearch.core.quality import prediction_check
 from archsearch.core.training import (
     TrainHooks,
@@ -178,7 +179,8 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
     _save_baselines(ctx, model, {"": masks})
-    ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
+    units = {"units": units_kept(model)} if spec.granularity == "unit" else {}
+    ctx.save_artifact("density.json", json_bytes(density_report(model) | units), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
     deployable = pruned_deployable(model, architecture, test_acc)
     metrics.update(write_deployment(ctx, data, deployable, "prune", spec))

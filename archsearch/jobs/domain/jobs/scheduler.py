@@ -24,6 +24,7 @@ from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import claim_sql, worker_repository
 from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
+from archsearch.jobs.domain.jobs.devices import missing_device_reason
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, WorkerRecord
 from archsearch.jobs.platform.settings import Settings
@@ -166,8 +167,8 @@ def pending_reason(
         limit = _limits(session, Team, {job.team_id}, settings.max_running_per_team)[job.team_id]
         return f"team quota {per_team[job.team_id]}/{limit} in use"
     workers = live_workers(session, settings)
-    if job.device == "cuda" and not any(w.device == "cuda" for w in workers):
-        return "waiting for a worker with a CUDA device"
+    if (missing := missing_device_reason(session, job, settings, workers)) is not None:
+        return missing
     if not workers and not settings.embedded:
         return "no worker is running"
     higher = queue.queued_with_higher_priority(session, job.priority)
