@@ -6,9 +6,14 @@ not depend on what the weights learned, and a whole table then runs in a few min
   and 0.05 (random connections) and at unit density 0.25 (random units, every layer keeps
   a quarter: `granularity: unit`);
 - cnn, vgg, mobilenet_v1 at unit density 0.25 (vgg on a 3x32x32 input);
-- graph: the default searched MLP-style neural graph (DNW, static), compacted, against a
-  dense MLP with the same number of real weights; dnw_conv: MobileNetV1-DNW, compacted,
-  against MobileNetV1 at the width with about as many real weights.
+- searched graphs (DNW; wiring random at the default density, compacted, then compiled as
+  deployed: `core.deploy.compiled_graph`), each against the dense network of its kind whose
+  weight count is closest to the compact graph's real (nonzero) weights: graph_mlp (the
+  MLP-style static graph) and graph_discrete (MLP-style, discrete time) against MLPs [h];
+  graph_conv (the default conv-node graph, the one a default search job trains) against
+  CNNs; dnw_conv (MobileNetV1-DNW) against MobileNetV1 at a width multiplier. Their rows
+  also give the uncompiled compact graph's PyTorch latency (`uncompiled`) in the same
+  interleaving.
 
 Each case is a deployed model (compact model; Linear layers in the per-layer form that
 measured faster, `core.deploy.forms`) against its dense reference, measured side by side:
@@ -21,9 +26,11 @@ with their min-max spread, printed as ratios deployed / dense. CPU only: no GPU 
 GPU table.
 
 Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
-<= 0.3x, onnxruntime batch-1 latency <= 0.5x dense.
+<= 0.3x, onnxruntime batch-1 latency <= 0.5x dense. Searched graphs: batch-1 CPU latency
+<= 2x the dense network with the same real weights.
 
 Run: OMP_NUM_THREADS=1 python bench/deploy.py [--budget 1.5] [--cases mlp1024@unit0.25,cnn]
+[--graphs] (only the searched-graph rows)
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from archsearch.core.deploy.compiled_graph import compile_graphs
 from archsearch.core.deploy.forms import choose_forms
 from archsearch.core.deploy.onnx import export_onnx, ort_call, ort_session, sparse_initializers
 from archsearch.core.export import count_macs, model_to_bytes, sparse_state_bytes
@@ -79,16 +87,26 @@ def _pruned(config: Any, shape: tuple[int, ...], granularity: str, density: floa
     return compacted[0], compacted[1], create_model(arch).eval(), arch
 
 
+# Per compiled graph (by id): the compact graph it was compiled from (timed as `uncompiled`)
+# and that graph's real weights (the compiled products hold folded copies of them).
+UNCOMPILED: dict[int, tuple[nn.Module, int]] = {}
+
+
 def _graph(config: Any, references: list[Any]) -> Case:
-    """The compacted searched graph and, of `references`, the dense network whose weight
-    count is closest to the graph's real (nonzero) weights."""
+    """The compiled compact searched graph and, of `references`, the dense network whose
+    weight count is closest to the compact graph's real (nonzero) weights."""
     arch = Architecture(config, MNIST, 10)
     torch.manual_seed(0)
-    compact, compact_arch = compact_graph(create_model(arch).eval(), arch)
+    masked = create_model(arch)
+    masked.train()
+    masked(torch.randn(64, *MNIST))  # batch-norm statistics of a trained-like model
+    compact, compact_arch = compact_graph(masked.eval(), arch)
+    compiled = compile_graphs(compact, MNIST)
     real = _real(compact)
+    UNCOMPILED[id(compiled)] = (compact.eval(), real)
     dense_archs = [Architecture(c, MNIST, 10) for c in references]
     dense_arch = min(dense_archs, key=lambda a: abs(_real(create_model(a)) - real))
-    return compact.eval(), compact_arch, create_model(dense_arch).eval(), dense_arch
+    return compiled, compact_arch, create_model(dense_arch).eval(), dense_arch
 
 
 def cases() -> dict[str, Callable[[], Case]]:
@@ -102,12 +120,23 @@ def cases() -> dict[str, Callable[[], Case]]:
     out["cnn@unit0.25"] = lambda: _pruned(CNNConfig(), MNIST, "unit", 0.25)
     out["vgg@unit0.25"] = lambda: _pruned(VGGConfig(), (3, 32, 32), "unit", 0.25)
     out["mobilenet@unit0.25"] = lambda: _pruned(MobileNetV1Config(), MNIST, "unit", 0.25)
-    # Dense references with about the searched graph's real weights (printed per case).
-    mlps = [MLPConfig(hidden=(h,)) for h in range(1, 65)]
-    mobilenets = [MobileNetV1Config(width_multiplier=w / 8) for w in range(1, 33)]
-    out["graph"] = lambda: _graph(NeuralGraphConfig(), mlps)
-    out["dnw_conv"] = lambda: _graph(MobileNetDNWConfig(), mobilenets)
+    out.update(graph_cases())
     return out
+
+
+def graph_cases() -> dict[str, Callable[[], Case]]:
+    """Searched graphs against dense references with about their real weights (printed)."""
+    mlps = [MLPConfig(hidden=(h,)) for h in range(1, 257)]
+    cnns = [CNNConfig(channels=(c, 2 * c), hidden=(h,)) for c in range(1, 9) for h in (4, 8, 16)]
+    mobilenets = [MobileNetV1Config(width_multiplier=w / 8) for w in range(1, 33)]
+    return {
+        "graph_mlp": lambda: _graph(NeuralGraphConfig(node_op="act"), mlps),
+        "graph_discrete": lambda: _graph(
+            NeuralGraphConfig(node_op="act", setting="discrete", density=0.02), mlps
+        ),
+        "graph_conv": lambda: _graph(NeuralGraphConfig(), cnns),
+        "dnw_conv": lambda: _graph(MobileNetDNWConfig(), mobilenets),
+    }
 
 
 def interleaved(variants: dict[str, Callable[[], object]], budget_s: float) -> dict[str, Any]:
@@ -148,21 +177,27 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
         "dense": ort_session(onnx_dense),
         "floor": ort_session(export_onnx(nn.Flatten(), shape)),
     }
+    uncompiled = UNCOMPILED.get(id(deployed))
     row: dict[str, Any] = {
-        "weights": (_real(deployed), _real(dense)),
+        "weights": (uncompiled[1] if uncompiled else _real(deployed), _real(dense)),
         "st": len(sparse_state_bytes(deployed.state_dict())) / len(model_to_bytes(dense)),
         "onnx": len(onnx_ours) / len(onnx_dense),
-        "macs": _macs(deployed, shape, True) / _macs(dense, shape, False),
+        # A graph's real multiply-adds: its compact form's edges and node convs.
+        "macs": _macs(uncompiled[0] if uncompiled else deployed, shape, True)
+        / _macs(dense, shape, False),
     }
     for batch in (1, 64):
         x = torch.randn(batch, *shape)
         variants = _variants(chosen, dense, sessions, x)
+        if uncompiled is not None:
+            variants["torch_uncompiled"] = lambda m=uncompiled[0], x=x: m(x)
         times: dict[str, list[float]] = {}
         with torch.inference_mode():  # each runtime among its own: see `interleaved`
             for runtime in ("torch_", "ort"):
                 own = {k: v for k, v in variants.items() if k.startswith(runtime)}
                 times.update(interleaved(own, budget / 4))
         row[f"b{batch}"] = {
+            "uncompiled": ratio(times, "torch_uncompiled", "torch_dense") if uncompiled else "",
             "torch": ratio(times, "torch_ours", "torch_dense"),
             "ort": ratio(times, "ort_ours", "ort_dense"),
             "ortrun": ratio(times, "ortrun_ours", "ortrun_dense"),
@@ -204,6 +239,8 @@ def _real(model: nn.Module) -> int:
 def report(name: str, row: dict[str, Any]) -> None:
     b1, b64 = row["b1"], row["b64"]
     ours, dense = row["weights"]
+    if b1["uncompiled"]:
+        name = f"{name} (uncompiled b1 {b1['uncompiled']}, b64 {b64['uncompiled']})\n{'':22}"
     print(
         f"{name:22} weights {ours:>9,}/{dense:>9,} | bytes st {row['st']:.3f}x onnx "
         f"{row['onnx']:.3f}x | MACs {row['macs']:.3f}x | b1 torch {b1['torch']} ort {b1['ort']}"
@@ -218,6 +255,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budget", type=float, default=1.5, help="seconds of timing per case")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
+    parser.add_argument("--graphs", action="store_true", help="only the searched-graph rows")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -227,7 +265,9 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} thread, CPU; ratios deployed / "
         "dense reference: median [min-max of per-repeat ratios]"
     )
-    wanted = set(filter(None, args.cases.split(",")))
+    wanted = set(filter(None, args.cases.split(","))) or (
+        set(graph_cases()) if args.graphs else set()
+    )
     for name, build in cases().items():
         if not wanted or name in wanted:
             report(name, measure(build(), args.budget))

@@ -76,6 +76,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         f"Per-layer forms: {_forms_line(d['forms'])}",
         "",
+        *_graph_lines(d),
         PLAIN_PYTORCH,
         "",
         f"## ONNX\n\n{onnx_line}",
@@ -96,6 +97,19 @@ def _granularity_lines(spec: dict[str, Any]) -> list[str]:
     return [
         "- Pruned at unit granularity: whole neurons and channels were removed, so the compact "
         "model is a smaller dense network of its family (`density.json` lists the units kept)"
+    ]
+
+
+def _graph_lines(d: dict[str, Any]) -> list[str]:
+    graph = d.get("graph_form")
+    if graph is None:
+        return []
+    if not graph["compiled"]:
+        return [f"Graph: {graph['form']}.", ""]
+    return [
+        f"Graph: {graph['form']}; {graph['products']} products. The 'compact' column and "
+        "`model.onnx` are this compiled form.",
+        "",
     ]
 
 
