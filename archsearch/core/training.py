@@ -174,6 +174,9 @@ class TrainHooks:
     after_epoch: Callable[[int], dict[str, float] | None] | None = None
     extra_state: Callable[[], dict[str, Any]] | None = None
     load_extra_state: Callable[[dict[str, Any]], None] | None = None
+    # True when `after_epoch` only reads the model: the epoch's test pass then still
+    # describes the model `fit` returns, and `FitResult` keeps its predicted-class counts.
+    after_epoch_reads_only: bool = False
 
 
 @dataclass
@@ -243,7 +246,7 @@ def fit(
         )
     last = history[-1] if history else {}
     nan = float("nan")
-    counts = None if hooks.after_epoch else counts
+    counts = None if hooks.after_epoch and not hooks.after_epoch_reads_only else counts
     return FitResult(history, last.get("test_loss", nan), last.get("test_accuracy", nan), counts)
 
 

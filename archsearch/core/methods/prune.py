@@ -50,6 +50,8 @@ from archsearch.core.training import (
 from archsearch.specs.budget import IMP_PRUNE_FRACTION
 from archsearch.specs.prune import PruneJob
 
+Evaluation = tuple[float, float, torch.Tensor]  # test loss, accuracy, predicted-class counts
+
 
 def mask_schedule(spec: PruneJob, data: Dataset) -> MaskSchedule:
     p = spec.penalty
@@ -75,19 +77,21 @@ def train_masks(
     ctx: RunContext,
     architecture: Architecture,
     checkpoint: dict[str, Any] | None,
-) -> tuple[torch.nn.Module, MaskTrainer, list[dict[str, float]]]:
-    """Phase 1: masks (and, when learned, weights). Returns the model with frozen masks."""
+) -> tuple[torch.nn.Module, MaskTrainer, list[dict[str, float]], Evaluation | None]:
+    """Phase 1: masks (and, when learned, weights). Returns the model with frozen masks, and
+    its test evaluation (loss, accuracy, predicted-class counts) when training's last test
+    pass saw exactly that model (None: evaluate it again)."""
     seed_everything(spec.training.seed)
     model = build_masked_model(spec, architecture).to(ctx.device)
     trainer = MaskTrainer(model, mask_schedule(spec, data))
     if spec.algorithm == "rigl":
-        return model, trainer, train_rigl(spec, data, ctx, model)
+        return model, trainer, train_rigl(spec, data, ctx, model), None
     if checkpoint is not None and checkpoint.get("phase") == "finetune":
         # Phase 1 finished before the interruption: its result travels in phase 2's state.
         pruned = checkpoint["extra"]["pruned"]
         model.load_state_dict(pruned["model"])
         trainer.load_extra_state(pruned["trainer"])
-        return model, trainer, list(pruned["history"])
+        return model, trainer, list(pruned["history"]), None
     outcome = fit(
         model,
         data,
@@ -97,16 +101,19 @@ def train_masks(
         hooks=trainer.hooks(),
         phase="prune",
     )
-    relaxed_accuracy = float("nan")
+    last: Evaluation | None = None
+    if outcome.predicted_counts is not None:  # the last epoch's test pass saw this model
+        last = (outcome.test_loss, outcome.test_accuracy, outcome.predicted_counts)
+    trainer.relaxed_accuracy = float("nan")
     if not masks_frozen(model):
         # No target reached during training (constant penalty, or no target at all): the
         # network trained so far is the relaxed one; binarising must not change what it does.
-        relaxed_accuracy = evaluate(model, data.x_test, data.y_test, ctx.device)[1]
+        relaxed = last or evaluate_predictions(model, data.x_test, data.y_test, ctx.device)
+        trainer.relaxed_accuracy, last = relaxed[1], None  # binarising changes the model
         if spec.density is not None:
             finalize_to_density(model, spec.density)
         freeze_masks(model)
-    trainer.relaxed_accuracy = relaxed_accuracy
-    return model, trainer, outcome.history
+    return model, trainer, outcome.history, last
 
 
 def rigl_schedule(spec: PruneJob, data: Dataset) -> RigLSchedule:
@@ -229,9 +236,11 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     """Prune `spec.model` on `data`; save masks, masked and compact models, plots."""
     architecture = Architecture(spec.model, data.input_shape, data.num_classes)
     checkpoint = ctx.load_checkpoint()
-    model, trainer, history = train_masks(spec, data, ctx, architecture, checkpoint)
+    model, trainer, history, last = train_masks(spec, data, ctx, architecture, checkpoint)
     masks = {k: v.cpu() for k, v in hard_masks(model).items()}
-    test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, ctx.device)
+    test_loss, test_acc, counts = last or evaluate_predictions(
+        model, data.x_test, data.y_test, ctx.device
+    )
     metrics = _mask_metrics(spec, model, trainer, test_acc, test_loss)
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)

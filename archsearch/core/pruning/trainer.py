@@ -292,6 +292,7 @@ class MaskTrainer:
             loss=self.loss,
             after_step=self.after_step,
             after_epoch=self.after_epoch,
+            after_epoch_reads_only=True,  # histograms and density: the masks stay as they are
             extra_state=self.extra_state,
             load_extra_state=self.load_extra_state,
         )
