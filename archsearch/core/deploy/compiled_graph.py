@@ -142,17 +142,6 @@ class _Products(nn.Module):
         y: torch.Tensor = self.layers[j](x)
         return y + getattr(self, f"map{j}") if self.has_map[j] else y
 
-    def run_vector(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        """`run` for one MLP-style sample kept 1-d: a dense product is one `addmv`, with no
-        module call (the calls cost more than the arithmetic); a sparse one its module."""
-        sources = self.sources[j]
-        x = states[sources[0]] if len(sources) == 1 else torch.cat([states[i] for i in sources])
-        layer = self.layers[j]
-        if isinstance(layer, GraphLinear):
-            return torch.addmv(layer.bias, layer.weight, x)  # (out,)
-        out: torch.Tensor = layer(x[None])[0]
-        return out
-
 
 def batch_affine(ops: NodeOps, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Eval-mode batch norm of nodes a:b as x * scale + shift."""
@@ -247,73 +236,91 @@ class CompiledStaticGraph(nn.Module):
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_0) -> (B, n_out); the input nodes' norm is in the products."""
         act = self.act
-        vector = x.shape[0] == 1 and not _tracing()
-        plan = self.vector_plan(x)
+        plan = self.plan_for(x)
         if plan is not None:
-            return _run_source_plan(plan, act, x[0])[None]
-        run = self.products.run_vector if vector else self.products.run
-        states = [x[0] if vector else x]
+            return run_unrolled(plan, act, x)
+        run = self.products.run
+        states = [x]
         last = len(self.products.layers) - 1
         for j in range(last):
             states.append(act(run(j, states)))
-        out = run(last, states)
-        return out[None] if vector else out
+        return run(last, states)
 
     @property
     def act(self) -> Callable[[torch.Tensor], torch.Tensor]:
         # torch.relu skips F.relu's Python wrapper: at batch 1 every call counts.
         return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
-    def vector_plan(self, x: torch.Tensor) -> SourcePlan | None:
-        """The source-block plan when `x` is one sample and every product is dense."""
-        if x.shape[0] != 1 or _tracing():
+    def plan_for(self, x: torch.Tensor) -> UnrolledPlan | None:
+        """The unrolled plan for one sample or the ONNX export, when every product is dense
+        (a sparse form chosen per batch regime runs the products themselves)."""
+        if x.shape[0] != 1 and not _tracing():
             return None
-        return self._source_plan()
-
-    def _source_plan(self) -> SourcePlan | None:
-        """The dense products regrouped by source block (built once, for one sample)."""
         layers = list(self.products.layers)
         key = tuple(id(layer) for layer in layers)
         if getattr(self, "_plan_key", None) != key:
             dense = all(isinstance(layer, GraphLinear) for layer in layers)
-            self._plan = source_plan(self.products) if dense else None
+            self._plan = unrolled_plan(self.products) if dense else None
             self._plan_key = key
-        plan: SourcePlan | None = self._plan
+        plan: UnrolledPlan | None = self._plan
         return plan
 
 
-SourcePlan = tuple[torch.Tensor, list[torch.Tensor], list[int]]
+# (input weight (H + n_out, n_0), bias (H + n_out), hidden to hidden (H, H), hidden to
+# output (n_out, H), rounds): H the hidden nodes, all blocks together.
+UnrolledPlan = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
 
 
-def source_plan(products: _Products) -> SourcePlan:
-    """(bias of every destination, per source block the stacked weights of its edges to all
-    later blocks, each hidden block's width): one product per source block, no concatenation.
-    At batch 1 this measured faster than the per-destination products (fewer, larger GEMVs)."""
+def unrolled_plan(products: _Products) -> UnrolledPlan:
+    """The dense products as one matrix over all nodes, split by what it reads: the input
+    nodes (one product for every later node), the hidden nodes (block lower triangular U)
+    and, for the outputs, the hidden nodes. Hidden states solve h = act(a + U h): h0 =
+    act(a) has block 1 right, each round one more block (U sends only to later blocks),
+    so blocks - 1 rounds of one product each, instead of one product per block pair or
+    per block. The zero blocks of U cost arithmetic, the calls they save cost more (at
+    batch 1 in torch and onnxruntime; measured in bench/deploy.py)."""
     layers = [layer for layer in products.layers if isinstance(layer, nn.Linear)]
     widths = [layers[0].in_features] + [layer.out_features for layer in layers]
-    stacked: list[torch.Tensor] = []
-    for i in range(len(layers)):  # source block i feeds destinations i + 1 ...
-        parts = []
-        for j in range(i, len(layers)):  # product j computes destination block j + 1
-            sources, weight = products.sources[j], layers[j].weight.detach()
-            if i in sources:
-                at = sum(widths[k] for k in sources[: sources.index(i)])
-                parts.append(weight[:, at : at + widths[i]])
-            else:
-                parts.append(weight.new_zeros(weight.shape[0], widths[i]))
-        stacked.append(torch.cat(parts).contiguous())
+    starts = [sum(widths[:k]) for k in range(len(widths) + 1)]
+    n_in, total = widths[0], starts[-1]
+    full = layers[0].weight.new_zeros(total - n_in, starts[-2])  # rows: every later node
+    for j, layer in enumerate(layers):  # product j computes block j + 1
+        at = 0
+        for i in products.sources[j]:
+            rows = slice(starts[j + 1] - n_in, starts[j + 2] - n_in)
+            full[rows, starts[i] : starts[i + 1]] = layer.weight.detach()[:, at : at + widths[i]]
+            at += widths[i]
+    hidden = starts[-2] - n_in
     bias = torch.cat([layer.bias.detach() for layer in layers])
-    return bias, stacked, widths[1:-1]
+    u, out = full[:hidden, n_in:].contiguous(), full[hidden:, n_in:].contiguous()
+    return full[:, :n_in].contiguous(), bias, u, out, max(0, len(layers) - 2)
 
 
-def _run_source_plan(
-    plan: SourcePlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+def run_unrolled(
+    plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
 ) -> torch.Tensor:
-    bias, stacked, widths = plan
-    acc = torch.addmv(bias, stacked[0], x)  # every later node's input from the input nodes
-    for weight, width in zip(stacked[1:], widths, strict=True):
-        acc = torch.addmv(acc[width:], weight, act(acc[:width]))
-    return acc  # (classes,)
+    """(B, n_0) -> (B, n_out) by `unrolled_plan`; one sample as GEMVs (no batch dimension:
+    fewer calls), a batch (and the ONNX export: Gemm, Relu pairs that onnxruntime fuses)
+    as GEMMs."""
+    w_in, bias, u, out, rounds = plan
+    hidden = u.shape[0]
+    if x.shape[0] == 1 and not _tracing():
+        acc = torch.addmv(bias, w_in, x[0])
+        if hidden == 0:
+            return acc[None]
+        a, o = acc.split((hidden, acc.shape[0] - hidden))
+        h = act(a)
+        for _ in range(rounds):
+            h = act(torch.addmv(a, u, h))
+        return torch.addmv(o, out, h)[None]
+    acc = torch.addmm(bias, x, w_in.t())
+    if hidden == 0:
+        return acc
+    a, o = acc.split((hidden, acc.shape[1] - hidden), dim=1)
+    h = act(a)
+    for _ in range(rounds):
+        h = act(torch.addmm(a, h, u.t()))
+    return torch.addmm(o, h, out.t())
 
 
 class CompiledGraphClassifier(nn.Module):
@@ -325,9 +332,6 @@ class CompiledGraphClassifier(nn.Module):
         self.graph = graph
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        plan = self.graph.vector_plan(x)
-        if plan is not None:  # one sample, dense products: the fewest calls
-            return _run_source_plan(plan, self.graph.act, x.reshape(-1))[None]
         return self.graph.forward_flat(x.flatten(1))  # (B, classes)
 
 
