@@ -252,18 +252,38 @@ class CompiledStaticGraph(nn.Module):
         return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
     def plan_for(self, x: torch.Tensor) -> UnrolledPlan | None:
-        """The unrolled plan for one sample or the ONNX export, when every product is dense
-        (a sparse form chosen per batch regime runs the products themselves)."""
-        if x.shape[0] != 1 and not _tracing():
+        """The unrolled plan for one sample or the ONNX export, if built and the products
+        are still the ones it was built from (a sparse form chosen per batch regime
+        replaces them, and then runs itself)."""
+        tracing = _tracing()
+        if x.shape[0] != 1 and not tracing:
             return None
-        layers = list(self.products.layers)
-        key = tuple(id(layer) for layer in layers)
-        if getattr(self, "_plan_key", None) != key:
-            dense = all(isinstance(layer, GraphLinear) for layer in layers)
-            self._plan = unrolled_plan(self.products) if dense else None
-            self._plan_key = key
-        plan: UnrolledPlan | None = self._plan
-        return plan
+        if tuple(self._layer_slots.values()) != self._plan_layers:
+            return None
+        if tracing:  # the buffers, which the exporter stores as initializers
+            return self.plan_in, self.plan_bias, self.plan_u, self.plan_out, self.plan_rounds
+        return self._plan  # the same tensors without nn.Module's attribute lookup
+
+    _plan_layers: tuple[nn.Module | None, ...] = ()
+    _layer_slots: dict[str, nn.Module | None] = {}
+    plan_in: torch.Tensor  # buffers set by `build_plan`, declared for the type checker
+    plan_bias: torch.Tensor
+    plan_u: torch.Tensor
+    plan_out: torch.Tensor
+
+    def build_plan(self) -> None:
+        """Build the unrolled plan from the final (dense) products: buffers, so the ONNX
+        export stores them as initializers; not in the state dict (derived data)."""
+        layers = tuple(self.products.layers._modules.values())
+        if self.spatial or not all(isinstance(layer, GraphLinear) for layer in layers):
+            return
+        plan = unrolled_plan(self.products)
+        for name, tensor in zip(("in", "bias", "u", "out"), plan[:4], strict=True):
+            self.register_buffer(f"plan_{name}", tensor, persistent=False)
+        self.plan_rounds = plan[4]
+        self._plan = plan
+        self._layer_slots = self.products.layers._modules
+        self._plan_layers = layers
 
 
 # (input weight (H + n_out, n_0), bias (H + n_out), hidden to hidden (H, H), hidden to
@@ -454,6 +474,7 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
         _fold_head(compiled)
         graph = compiled.graphs[0]
         if isinstance(graph, CompiledStaticGraph) and not graph.spatial:
+            graph.build_plan()
             return CompiledGraphClassifier(graph).eval()
     fc = getattr(compiled, "fc", None)
     if isinstance(fc, MaskedLinear):
