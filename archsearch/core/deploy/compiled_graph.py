@@ -222,6 +222,8 @@ class CompiledStaticGraph(nn.Module):
             pieces.append((sources, weight, bias))
         self.node_ops = nn.ModuleList(ops if self.spatial else [])
         self.products = _Products(pieces, self.spatial)
+        # What the products are now, read per call without nn.Module's attribute lookup.
+        self._layer_slots = self.products.layers._modules
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, n_0, H, W) input-node states -> (B, n_out, H', W')."""
@@ -236,9 +238,12 @@ class CompiledStaticGraph(nn.Module):
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_0) -> (B, n_out); the input nodes' norm is in the products."""
         act = self.act
-        plan = self.plan_for(x)
-        if plan is not None:
-            return run_unrolled(plan, act, x)
+        if tuple(self._layer_slots.values()) == self._plan_layers:  # the plan is current
+            if _tracing():  # the export: the transposed buffers, stored as initializers
+                plan = (self.plan_in, self.plan_bias, self.plan_u, self.plan_out)
+                return unrolled_batch((*plan, self._plan[4]), act, x)
+            if x.shape[0] == 1:
+                return unrolled_vector(self._plan, act, x[0])[None]
         run = self.products.run
         states = [x]
         last = len(self.products.layers) - 1
@@ -251,43 +256,29 @@ class CompiledStaticGraph(nn.Module):
         # torch.relu skips F.relu's Python wrapper: at batch 1 every call counts.
         return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
-    def plan_for(self, x: torch.Tensor) -> UnrolledPlan | None:
-        """The unrolled plan for one sample or the ONNX export, if built and the products
-        are still the ones it was built from (a sparse form chosen per batch regime
-        replaces them, and then runs itself)."""
-        tracing = _tracing()
-        if x.shape[0] != 1 and not tracing:
-            return None
-        if tuple(self._layer_slots.values()) != self._plan_layers:
-            return None
-        if tracing:  # the buffers, which the exporter stores as initializers
-            return self.plan_in, self.plan_bias, self.plan_u, self.plan_out, self.plan_rounds
-        return self._plan  # the same tensors without nn.Module's attribute lookup
-
-    _plan_layers: tuple[nn.Module | None, ...] = ()
-    _layer_slots: dict[str, nn.Module | None] = {}
+    _plan_layers: tuple[nn.Module | None, ...] = ()  # set by `build_plan`
     plan_in: torch.Tensor  # buffers set by `build_plan`, declared for the type checker
     plan_bias: torch.Tensor
     plan_u: torch.Tensor
     plan_out: torch.Tensor
 
     def build_plan(self) -> None:
-        """Build the unrolled plan from the final (dense) products: buffers, so the ONNX
-        export stores them as initializers; not in the state dict (derived data)."""
-        layers = tuple(self.products.layers._modules.values())
+        """Build the unrolled plan from the final (dense) products, used while they are the
+        products (a sparse form chosen per batch regime replaces them, and runs itself).
+        The export reads it transposed (x @ W: Gemm without a transpose the exporter would
+        fold into a constant) from buffers, stored as initializers, not in the state dict."""
+        layers = tuple(self._layer_slots.values())
         if self.spatial or not all(isinstance(layer, GraphLinear) for layer in layers):
             return
-        plan = unrolled_plan(self.products)
-        for name, tensor in zip(("in", "bias", "u", "out"), plan[:4], strict=True):
-            self.register_buffer(f"plan_{name}", tensor, persistent=False)
-        self.plan_rounds = plan[4]
-        self._plan = plan
-        self._layer_slots = self.products.layers._modules
+        self._plan = unrolled_plan(self.products)
+        for name, tensor in zip(("in", "bias", "u", "out"), self._plan[:4], strict=True):
+            transposed = tensor.t().contiguous() if tensor.dim() == 2 else tensor
+            self.register_buffer(f"plan_{name}", transposed, persistent=False)
         self._plan_layers = layers
 
 
 # (input weight (H + n_out, n_0), bias (H + n_out), hidden to hidden (H, H), hidden to
-# output (n_out, H), rounds): H the hidden nodes, all blocks together.
+# output (n_out, H), rounds: hidden blocks - 1, -1 if none): H the hidden nodes, all blocks.
 UnrolledPlan = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
 
 
@@ -313,34 +304,38 @@ def unrolled_plan(products: _Products) -> UnrolledPlan:
     hidden = starts[-2] - n_in
     bias = torch.cat([layer.bias.detach() for layer in layers])
     u, out = full[:hidden, n_in:].contiguous(), full[hidden:, n_in:].contiguous()
-    return full[:, :n_in].contiguous(), bias, u, out, max(0, len(layers) - 2)
+    return full[:, :n_in].contiguous(), bias, u, out, len(layers) - 2
 
 
-def run_unrolled(
+def unrolled_vector(
     plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
 ) -> torch.Tensor:
-    """(B, n_0) -> (B, n_out) by `unrolled_plan`; one sample as GEMVs (no batch dimension:
-    fewer calls), a batch (and the ONNX export: Gemm, Relu pairs that onnxruntime fuses)
-    as GEMMs."""
+    """One sample (n_0,) -> (n_out,) by `unrolled_plan`, as GEMVs: no batch dimension."""
     w_in, bias, u, out, rounds = plan
-    hidden = u.shape[0]
-    if x.shape[0] == 1 and not _tracing():
-        acc = torch.addmv(bias, w_in, x[0])
-        if hidden == 0:
-            return acc[None]
-        a, o = acc.split((hidden, acc.shape[0] - hidden))
-        h = act(a)
-        for _ in range(rounds):
-            h = act(torch.addmv(a, u, h))
-        return torch.addmv(o, out, h)[None]
-    acc = torch.addmm(bias, x, w_in.t())
-    if hidden == 0:
+    acc = torch.addmv(bias, w_in, x)
+    if rounds < 0:  # no hidden nodes
         return acc
-    a, o = acc.split((hidden, acc.shape[1] - hidden), dim=1)
+    a, o = acc.split((u.shape[0], out.shape[0]))
     h = act(a)
     for _ in range(rounds):
-        h = act(torch.addmm(a, h, u.t()))
-    return torch.addmm(o, h, out.t())
+        h = act(torch.addmv(a, u, h))
+    return torch.addmv(o, out, h)
+
+
+def unrolled_batch(
+    plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+) -> torch.Tensor:
+    """(B, n_0) -> (B, n_out) by the transposed `unrolled_plan`: in ONNX a Gemm per product,
+    each hidden one followed by the activation (onnxruntime fuses Gemm and Relu)."""
+    w_in, bias, u, out, rounds = plan
+    acc = torch.addmm(bias, x, w_in)
+    if rounds < 0:
+        return acc
+    a, o = acc.split((u.shape[0], out.shape[1]), dim=1)
+    h = act(a)
+    for _ in range(rounds):
+        h = act(torch.addmm(a, h, u))
+    return torch.addmm(o, h, out)
 
 
 class CompiledGraphClassifier(nn.Module):
