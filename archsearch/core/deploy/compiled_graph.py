@@ -124,6 +124,17 @@ class NodeOp(nn.Module):
             self.conv = DepthwiseConv(n, n, 3, stride, 1, groups=n, bias=False)
             self.conv.weight.data.copy_(kernel)
 
+    def pad_channels(self, pad: int) -> None:
+        """`pad` more channels that stay 0: zero norm affine, zero kernel."""
+        if self.norm_kind != "none":
+            self.norm_weight = F.pad(self.norm_weight, (0, pad))
+            self.norm_bias = F.pad(self.norm_bias, (0, pad))
+        if self.conv is not None:
+            kernel = F.pad(self.conv.weight.detach(), (0, 0, 0, 0, 0, 0, 0, pad))
+            n, stride = kernel.shape[0], self.conv.stride
+            self.conv = DepthwiseConv(n, n, 3, stride, 1, groups=n, bias=False)
+            self.conv.weight.data.copy_(kernel)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.norm_kind == "instance":
             x = F.instance_norm(x, weight=self.norm_weight, bias=self.norm_bias)
@@ -261,6 +272,31 @@ def _fold_rows(
     return weight * scale[:, None], bias * scale[:, None, None] + shift[:, None, None]
 
 
+CHANNEL_MULTIPLE = 8
+
+
+def _pad_hidden_blocks(ops: list[nn.Module], pieces: list[Piece], widths: list[int]) -> None:
+    """Pad each hidden conv block with zero channels (zero rows in the product computing it,
+    zero columns where it is read, a zero kernel) to a multiple of 8: onnxruntime runs such
+    convs in its blocked NCHWc layout, others in a generic kernel (measured on a 31-channel
+    7x7 depthwise conv: 16 us, against 3 us for its 32-channel neighbours)."""
+    for j in range(1, len(pieces)):  # pieces[j - 1] computes hidden block j
+        pad = -widths[j] % CHANNEL_MULTIPLE
+        op = ops[j]
+        if pad == 0 or not isinstance(op, NodeOp):
+            continue
+        sources, weight, bias = pieces[j - 1]
+        pieces[j - 1] = (sources, F.pad(weight, (0, 0, 0, pad)), F.pad(bias, (0, 0, 0, 0, 0, pad)))
+        for k in range(j, len(pieces)):
+            sources, weight, bias = pieces[k]
+            if j in sources:
+                end = sum(widths[i] for i in sources[: sources.index(j) + 1])
+                zeros = weight.new_zeros(len(weight), pad)
+                pieces[k] = (sources, torch.cat([weight[:, :end], zeros, weight[:, end:]], 1), bias)
+        op.pad_channels(pad)
+        widths[j] += pad
+
+
 class CompiledStaticGraph(nn.Module):
     """A static graph (eval mode) as one product per destination block and the node ops;
     same input and output as the graph it was compiled from."""
@@ -282,6 +318,8 @@ class CompiledStaticGraph(nn.Module):
                     weight, bias = _fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
                 ops.append(_node_op(graph.ops, torch.arange(s[j], s[j + 1]), fold))
             pieces.append((sources, weight, bias))
+        if self.spatial:
+            _pad_hidden_blocks(ops, pieces, [s[i + 1] - s[i] for i in range(last + 1)])
         self.node_ops = nn.ModuleList(ops if self.spatial else [])
         self.products = _Products(pieces, self.spatial)
         # What the products are now, read per call without nn.Module's attribute lookup.
