@@ -209,11 +209,32 @@ class _Products(nn.Module):
             self.register_buffer(f"map{j}", rest)
             self.has_map.append(rest is not None)
 
+    widths: list[int] = []  # block widths, set by a conv graph for `_summed`
+
     def run(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        sources = self.sources[j]
-        x = states[sources[0]] if len(sources) == 1 else torch.cat([states[i] for i in sources], 1)
-        y: torch.Tensor = self.layers[j](x)
+        sources, layer = self.sources[j], self.layers[j]
+        if len(sources) == 1:
+            y: torch.Tensor = layer(states[sources[0]])
+        elif self.widths and _tracing() and isinstance(layer, nn.Conv2d):
+            y = self._summed(layer, [states[i] for i in sources], sources)
+        else:
+            y = layer(torch.cat([states[i] for i in sources], 1))
         return y + getattr(self, f"map{j}") if self.has_map[j] else y
+
+    def _summed(
+        self, layer: nn.Conv2d, states: list[torch.Tensor], sources: tuple[int, ...]
+    ) -> torch.Tensor:
+        """A conv product exported as one 1x1 Conv per source block, summed: no Concat,
+        which onnxruntime runs outside its NCHWc layout, reordering before and after
+        (measured at batch 1 on the default conv graph: 25 us, against 21 us summed)."""
+        at, y = 0, None
+        for i, state in zip(sources, states, strict=True):
+            weight = layer.weight[:, at : at + self.widths[i]]
+            at += self.widths[i]
+            term = F.conv2d(state, weight, layer.bias if y is None else None)
+            y = term if y is None else y + term
+        assert y is not None, "a product has sources"
+        return y
 
 
 def batch_affine(ops: NodeOps, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,10 +339,12 @@ class CompiledStaticGraph(nn.Module):
                     weight, bias = _fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
                 ops.append(_node_op(graph.ops, torch.arange(s[j], s[j + 1]), fold))
             pieces.append((sources, weight, bias))
+        widths = [s[i + 1] - s[i] for i in range(last + 1)]
         if self.spatial:
-            _pad_hidden_blocks(ops, pieces, [s[i + 1] - s[i] for i in range(last + 1)])
+            _pad_hidden_blocks(ops, pieces, widths)  # widths padded too
         self.node_ops = nn.ModuleList(ops if self.spatial else [])
         self.products = _Products(pieces, self.spatial)
+        self.products.widths = widths if self.spatial else []
         # What the products are now, read per call without nn.Module's attribute lookup.
         self._layer_slots = self.products.layers._modules
 
