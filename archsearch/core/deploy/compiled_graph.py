@@ -465,7 +465,7 @@ class CompiledGraphClassifier(nn.Module):
     """An MLP-style neural-graph classifier compiled whole: the flattened input is the input
     nodes' states and the graph's last product computes the logits (head folded in)."""
 
-    def __init__(self, graph: CompiledStaticGraph) -> None:
+    def __init__(self, graph: CompiledStaticGraph | CompiledDynamicGraph) -> None:
         super().__init__()
         self.graph = graph
 
@@ -492,17 +492,29 @@ class CompiledDynamicGraph(nn.Module):
         assert graph.time == "discrete", "an ODE solver's steps depend on the input"
         ops, n_in = graph.dynamics.ops, graph.n_in
         self.spatial = ops.spec.kind == "conv"
+        self.norm = ops.spec.effective_norm
+        self.activation = ops.spec.activation if not self.spatial else "relu"
         a = graph.edges.matrix().detach()  # (N, N), built once
         needed = needed_per_step(a, graph.n_out, graph.steps)
         node_ops = [_node_op(ops, torch.arange(n_in), False)]
         bias = self._start_constants(ops, a[needed[1]], needed[0][needed[0] >= n_in], graph.hw)
         pieces: list[Piece] = [((0,), a[needed[1]][:, :n_in], bias)]
         for step in range(2, graph.steps + 1):
-            node_ops.append(_node_op(ops, needed[step - 1], False))
+            node_ops.append(_node_op(ops, needed[step - 1], self.fold))
             weight = a[needed[step]][:, needed[step - 1]]
             pieces.append(((0,), weight, weight.new_zeros(len(weight), 1, 1)))
+        if self.fold:  # each step's batch norm into the rows of the product before it
+            scale, shift = batch_affine(ops, 0, ops.n)
+            for p, (sources, weight, bias) in enumerate(pieces[:-1]):
+                k, c = scale[needed[p + 1]], shift[needed[p + 1]]
+                pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
         self.node_ops = nn.ModuleList(node_ops)
         self.products = _Products(pieces, self.spatial)
+
+    @property
+    def fold(self) -> bool:
+        """Whether the node ops' norm is a batch norm (affine in eval mode): MLP-style."""
+        return self.norm == "batch"
 
     def _start_constants(
         self, ops: NodeOps, rows: torch.Tensor, constant: torch.Tensor, hw: tuple[int, int]
@@ -518,10 +530,21 @@ class CompiledDynamicGraph(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, n_in, H, W) -> (B, n_out, H, W), the output nodes after the last step."""
-        s = x if self.spatial else x.flatten(1)
+        if not self.spatial:
+            return self.forward_flat(x.flatten(1))[:, :, None, None]
+        s = x
         for j, op in enumerate(self.node_ops):
             s = self.products.run(j, [op(s)])
-        return s if self.spatial else s[:, :, None, None]
+        return s
+
+    def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
+        """MLP-style: (B, n_in) -> (B, n_out); after the first step's op (the input nodes'
+        norm and activation) every op is the activation alone (its norm folded)."""
+        s = self.products.run(0, [self.node_ops[0](x)])
+        act = torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
+        for j in range(1, len(self.node_ops)):
+            s = self.products.run(j, [act(s) if self.fold else self.node_ops[j](s)])
+        return s
 
 
 CompiledGraph = CompiledStaticGraph | CompiledDynamicGraph
@@ -596,6 +619,7 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
         graph = compiled.graphs[0]
         if isinstance(graph, CompiledStaticGraph) and not graph.spatial:
             graph.build_plan()
+        if isinstance(graph, CompiledGraph) and not graph.spatial:
             return CompiledGraphClassifier(graph).eval()
     fc = getattr(compiled, "fc", None)
     if isinstance(fc, MaskedLinear):
