@@ -21,13 +21,19 @@ compiled form, built once from the eval-mode model:
 - after the product, the rest of the node op: instance norm (it depends on the sample, so it
   stays an op), the activation, the 3x3 depthwise conv.
 - an MLP-style classifier compiles whole (`CompiledGraphClassifier`): its head (batch norm
-  and FC) folded into the last product, and one sample runs as one GEMV per source block
-  (its edges to every later block stacked, `source_plan`) while every product is dense:
-  no concatenation, fewer and larger GEMVs.
+  and FC) folded into the last product. One sample, and the ONNX export, run the static
+  graph unrolled (`unrolled_plan`): one product from the input nodes to every later node,
+  then blocks - 1 rounds of h = act(a + U h) over all hidden nodes, one output product.
 A discrete-time graph (eq. 11) gets one product per step, over only the nodes the result is
 read from: at the last step the output nodes, at step l the sources of the nodes step l + 1
 needs. Nodes other than the inputs start at 0, so their first op output is a constant,
-folded into the first step's bias. Continuous-time graphs stay as they are.
+folded into the first step's bias; a batch norm of the steps folds into the rows before it.
+Continuous-time graphs stay as they are.
+For one sample on the small maps of a conv graph, the 1x1 products run as matrix products
+(`PointwiseConv`) and small depthwise convs as dense block-diagonal ones (`DepthwiseConv`):
+oneDNN's per-call set-up costs more than the arithmetic there. Hidden conv blocks are padded
+with zero channels to a multiple of 8, and the ONNX export sums one 1x1 Conv per source
+block instead of concatenating: onnxruntime then keeps the whole graph in its NCHWc layout.
 
 The compiled model computes the compact model's outputs up to float summation order, in
 eval mode (batch norm from its running statistics): a deployment form, not for training.
@@ -82,9 +88,9 @@ class DepthwiseConv(nn.Conv2d):
         key = (self.weight.data_ptr(), self.weight._version)
         if getattr(self, "_dense_key", None) != key:
             n = self.in_channels
-            dense = self.weight.new_zeros(n, n, *self.kernel_size)
-            dense[torch.arange(n), torch.arange(n)] = self.weight.detach()[:, 0]
-            self._dense, self._dense_key = dense, key
+            weight = self.weight.new_zeros(n, n, *self.kernel_size)
+            weight[torch.arange(n), torch.arange(n)] = self.weight.detach()[:, 0]
+            self._dense, self._dense_key = weight, key
         dense: torch.Tensor = self._dense
         return dense
 
@@ -92,9 +98,10 @@ class DepthwiseConv(nn.Conv2d):
 def depthwise(conv: nn.Conv2d) -> nn.Conv2d:
     """`conv` as a `DepthwiseConv` when it is a depthwise conv; else `conv` itself."""
     n = conv.in_channels
-    if conv.groups != n or conv.out_channels != n or n == 1:
+    plain = conv.kernel_size == (3, 3) and not isinstance(conv.padding, str)
+    if conv.groups != n or conv.out_channels != n or n == 1 or not plain:
         return conv
-    fast = DepthwiseConv(n, n, conv.kernel_size, conv.stride, conv.padding, groups=n)
+    fast = DepthwiseConv(n, n, 3, _pair(conv.stride), _pair(conv.padding), groups=n)
     fast.weight, fast.bias = conv.weight, conv.bias
     return fast
 
@@ -121,7 +128,7 @@ class NodeOp(nn.Module):
         self.conv: nn.Conv2d | None = None
         if kernel is not None:
             n = kernel.shape[0]
-            self.conv = DepthwiseConv(n, n, 3, stride, 1, groups=n, bias=False)
+            self.conv = DepthwiseConv(n, n, 3, _pair(stride), 1, groups=n, bias=False)
             self.conv.weight.data.copy_(kernel)
 
     def pad_channels(self, pad: int) -> None:
@@ -132,7 +139,7 @@ class NodeOp(nn.Module):
         if self.conv is not None:
             kernel = F.pad(self.conv.weight.detach(), (0, 0, 0, 0, 0, 0, 0, pad))
             n, stride = kernel.shape[0], self.conv.stride
-            self.conv = DepthwiseConv(n, n, 3, stride, 1, groups=n, bias=False)
+            self.conv = DepthwiseConv(n, n, 3, _pair(stride), 1, groups=n, bias=False)
             self.conv.weight.data.copy_(kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -168,11 +175,20 @@ class PointwiseConv(nn.Conv2d):
         return y.view(1, self.out_channels, *x.shape[2:])
 
 
+def _pair(value: object) -> tuple[int, int]:
+    """A conv's stride or padding (an int or an (h, w) pair) as the pair its constructor
+    takes (a padding given as a string is kept out by the callers)."""
+    if isinstance(value, int):
+        return value, value
+    assert isinstance(value, tuple) and len(value) == 2, "2-d convs have (h, w) pairs"
+    return int(value[0]), int(value[1])
+
+
 def pointwise(conv: nn.Conv2d) -> nn.Conv2d:
     """`conv` as a `PointwiseConv` when it is a plain 1x1 conv; else `conv` itself."""
-    if conv.kernel_size != (1, 1) or conv.padding not in ((0, 0), "valid"):
+    if conv.kernel_size != (1, 1) or conv.padding not in ((0, 0), "valid") or conv.groups != 1:
         return conv
-    plain = PointwiseConv(conv.in_channels, conv.out_channels, 1, conv.stride, 0, 1, conv.groups)
+    plain = PointwiseConv(conv.in_channels, conv.out_channels, 1, _pair(conv.stride), 0, 1, 1)
     plain.weight = conv.weight
     plain.bias = conv.bias
     return plain
@@ -438,7 +454,7 @@ def unrolled_vector(
     acc = torch.addmv(bias, w_in, x)
     if rounds < 0:  # no hidden nodes
         return acc
-    a, o = acc.split((u.shape[0], out.shape[0]))
+    a, o = acc.split((u.shape[0], out.shape[0]))  # type: ignore[no-untyped-call]
     h = act(a)
     for _ in range(rounds):
         h = act(torch.addmv(a, u, h))
@@ -454,7 +470,7 @@ def unrolled_batch(
     acc = torch.addmm(bias, x, w_in)
     if rounds < 0:
         return acc
-    a, o = acc.split((u.shape[0], out.shape[1]), dim=1)
+    a, o = acc.split((u.shape[0], out.shape[1]), dim=1)  # type: ignore[no-untyped-call]
     h = act(a)
     for _ in range(rounds):
         h = act(torch.addmm(a, h, u))
@@ -483,6 +499,15 @@ def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tenso
     return needed
 
 
+def _fold_step_norms(ops: NodeOps, pieces: list[Piece], needed: list[torch.Tensor]) -> None:
+    """Each step's eval-mode batch norm folded into the rows of the product before it
+    (pieces[p] computes the nodes needed[p + 1], whose op starts with that norm)."""
+    scale, shift = batch_affine(ops, 0, ops.n)
+    for p, (sources, weight, bias) in enumerate(pieces[:-1]):
+        k, c = scale[needed[p + 1]], shift[needed[p + 1]]
+        pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
+
+
 class CompiledDynamicGraph(nn.Module):
     """A discrete-time graph (eq. 11, eval mode) as one node op and one product per step,
     each over only the nodes its result is read from."""
@@ -503,11 +528,8 @@ class CompiledDynamicGraph(nn.Module):
             node_ops.append(_node_op(ops, needed[step - 1], self.fold))
             weight = a[needed[step]][:, needed[step - 1]]
             pieces.append(((0,), weight, weight.new_zeros(len(weight), 1, 1)))
-        if self.fold:  # each step's batch norm into the rows of the product before it
-            scale, shift = batch_affine(ops, 0, ops.n)
-            for p, (sources, weight, bias) in enumerate(pieces[:-1]):
-                k, c = scale[needed[p + 1]], shift[needed[p + 1]]
-                pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
+        if self.fold:
+            _fold_step_norms(ops, pieces, needed)
         self.node_ops = nn.ModuleList(node_ops)
         self.products = _Products(pieces, self.spatial)
 

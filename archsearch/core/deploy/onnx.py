@@ -95,7 +95,9 @@ def _constants_to_initializers(graph: onnx.GraphProto) -> None:
     a model derives rather than registers, such as a compiled graph's plan) as initializers,
     so that `sparse_initializers` can store them sparse; one per distinct tensor (the
     exporter repeats a constant at every use)."""
-    nodes, names, same = [], {}, {}
+    nodes: list[onnx.NodeProto] = []
+    names: dict[tuple[object, ...], str] = {}
+    same: dict[str, str] = {}
     for node in graph.node:
         value = node.attribute[0] if node.op_type == "Constant" and node.attribute else None
         if value is None or value.name != "value" or len(value.t.dims) < 2:
