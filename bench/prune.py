@@ -15,7 +15,10 @@
    compact model has as many parameters as the weight-pruned model has nonzero ones (both
    counts printed), 3 seeds (--only 4, a few minutes).
 
-Run: python bench/prune.py [--quick] [--only 1|2|3|4]   (default: sections 1 and 3, minutes)
+5. RigL (dynamic sparse training) against the learned mask at equal density and epochs, with
+   a static random sparse network beside them (`bench/_rigl.py`; only with --only 5).
+
+Run: python bench/prune.py [--quick] [--only 1|2|3|4|5]   (default: sections 1 and 3, minutes)
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from _rigl import rigl_benchmark  # noqa: E402  (beside this script)
 
 from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
@@ -473,7 +478,7 @@ def granularity_benchmark(quick: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller run (minutes)")
-    parser.add_argument("--only", choices=["1", "2", "3", "4"], default=None)
+    parser.add_argument("--only", choices=["1", "2", "3", "4", "5"], default=None)
     parser.add_argument("--adapt-rate", type=float, default=None, help="AP penalty controller")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the machine is shared
@@ -491,6 +496,8 @@ def main(argv: list[str] | None = None) -> None:
         transfer_benchmark(args.quick)
     if args.only == "4":
         granularity_benchmark(args.quick)
+    if args.only == "5":
+        rigl_benchmark(DATA_DIRS, args.quick)
     print(f"\ntotal time {time.perf_counter() - start:.0f} s")
 
 

@@ -157,8 +157,9 @@ def test_the_study_example_runs_as_written(embedded_url: str, tmp_path: Path) ->
     (study,) = fences("console")
     script = study_file + console_commands(study)
     shown = run_bash(script, tmp_path, {"ARCHSEARCH_URL": embedded_url}, timeout=1100)
-    assert "9 jobs" in shown and "Nothing was queued" in shown  # the dry run
+    assert "10 jobs" in shown and "Nothing was queued" in shown  # the dry run
     assert "finished" in shown and "grow-p" in shown and "prune-units-d0.2" in shown
+    assert "rigl-d0.2" in shown
     folder = next(tmp_path.glob("study-*"))
     assert {"results.csv", "report.md"} <= {p.name for p in folder.iterdir()}
 

@@ -11,6 +11,8 @@
   fine-tuning (`fine_tune`, the magnitude baseline; its dense phase is charged to its budget).
   The prune job's own `baselines` only save masks (evaluated by `transfer` jobs, which need
   the prune job first), so they are not arms here;
+- `rigl`: the same MLP trained sparse from the first step at each density by RigL (Evci et
+  al., 2020; `prune` with `algorithm: rigl`), the dynamic sparse training baseline;
 - `grow`: grown from one hidden neuron until it reaches the parameter count of the pruned
   MLP at each density ("Spotting expressivity bottlenecks", stop rule `max_parameters`).
 
@@ -67,6 +69,16 @@ def _prune_arm(density: float) -> StudyArm:
     return StudyArm(label=f"prune-d{density:g}", spec=spec)
 
 
+def _rigl_arm(density: float) -> StudyArm:
+    spec = {
+        "method": "prune",
+        "algorithm": "rigl",
+        "model": {"name": "mlp", "hidden": [PRUNE_WIDTH]},
+        "density": density,
+    }
+    return StudyArm(label=f"rigl-d{density:g}", spec=spec)
+
+
 def _unit_prune_arm(density: float, n_features: int, n_classes: int) -> StudyArm:
     spec = {
         "method": "prune",
@@ -107,6 +119,7 @@ def best_small_model(
         arms += [
             _prune_arm(density),
             _unit_prune_arm(density, n_features, n_classes),
+            _rigl_arm(density),
             _search_arm(density, "dnw"),
             _search_arm(density, "random_graph"),
             _search_arm(density, "fine_tune"),

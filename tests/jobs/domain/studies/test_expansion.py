@@ -89,7 +89,7 @@ def test_preset_arms_are_valid_jobs_and_grow_matches_prune_sizes() -> None:
     request = study(arms=[a.model_dump() for a in arms], seeds=[0])
     jobs = list(expansion.expand(request, arms))
     assert {j.spec.method for j in jobs} == {"train", "prune", "search", "grow"}
-    assert len(jobs) == 3 + 2 * 6
+    assert len(jobs) == 3 + 2 * 7
     grow = [j for j in jobs if j.spec.method == "grow"]
     assert [g.spec.growth.max_parameters for g in grow] == [  # type: ignore[attr-defined]
         preset.mlp_parameters(64, preset.PRUNE_WIDTH, 10, d) for d in (0.5, 0.1)
@@ -102,6 +102,11 @@ def test_preset_arms_are_valid_jobs_and_grow_matches_prune_sizes() -> None:
         "random_graph-d0.1",
         "magnitude-d0.1",
     }
+    rigl = [j for j in jobs if j.arm.startswith("rigl-")]
+    assert [(j.spec.algorithm, j.spec.density) for j in rigl] == [  # type: ignore[attr-defined]
+        ("rigl", 0.5),
+        ("rigl", 0.1),
+    ]
 
 
 def test_preset_unit_arms_match_the_weight_pruned_parameter_counts() -> None:
