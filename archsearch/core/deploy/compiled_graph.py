@@ -380,8 +380,9 @@ class CompiledStaticGraph(nn.Module):
         act = self.act
         if tuple(self._layer_slots.values()) == self._plan_layers:  # the plan is current
             if _tracing():  # the export: the transposed buffers, stored as initializers
-                plan = (self.plan_in, self.plan_bias, self.plan_u, self.plan_out)
-                return unrolled_batch((*plan, self._plan[4]), act, x)
+                names = ("in_hidden", "in_out", "bias_hidden", "bias_out", "u", "out")
+                plan = tuple(getattr(self, f"plan_{name}") for name in names)
+                return unrolled_batch(plan, self._plan[4], act, x)
             if x.shape[0] == 1:
                 return unrolled_vector(self.vector_plan(), act, x[0])[None]
         run = self.products.run
@@ -397,23 +398,30 @@ class CompiledStaticGraph(nn.Module):
         return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
     _plan_layers: tuple[nn.Module | None, ...] = ()  # set by `build_plan`
-    plan_in: torch.Tensor  # buffers set by `build_plan`, declared for the type checker
-    plan_bias: torch.Tensor
-    plan_u: torch.Tensor
-    plan_out: torch.Tensor
 
     def build_plan(self) -> None:
         """Build the unrolled plan from the final (dense) products, used while they are the
         products (a sparse form chosen per batch regime replaces them, and runs itself).
         The export reads it transposed (x @ W: Gemm without a transpose the exporter would
-        fold into a constant) from buffers, stored as initializers, not in the state dict."""
+        fold into a constant) from buffers, stored as initializers, not in the state dict;
+        the input product in two, the hidden rows (mostly zero: stored sparse) and the
+        output rows (dense once the head is folded in)."""
         layers = tuple(self._layer_slots.values())
         if self.spatial or not all(isinstance(layer, GraphLinear) for layer in layers):
             return
         plan = unrolled_plan(self.products)
-        for name, tensor in zip(("in", "bias", "u", "out"), plan[:4], strict=True):
-            transposed = tensor.t().contiguous() if tensor.dim() == 2 else tensor
-            self.register_buffer(f"plan_{name}", transposed, persistent=False)
+        w_in, bias, u, out, _ = plan
+        hidden = len(u)
+        export = {
+            "in_hidden": w_in[:hidden].t(),
+            "in_out": w_in[hidden:].t(),
+            "bias_hidden": bias[:hidden],
+            "bias_out": bias[hidden:],
+            "u": u.t(),
+            "out": out.t(),
+        }
+        for name, tensor in export.items():
+            self.register_buffer(f"plan_{name}", tensor.contiguous(), persistent=False)
         self._plan = plan
         self._plan_layers = layers
 
@@ -491,15 +499,19 @@ def unrolled_vector(
 
 
 def unrolled_batch(
-    plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+    plan: tuple[torch.Tensor, ...],
+    rounds: int,
+    act: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
 ) -> torch.Tensor:
-    """(B, n_0) -> (B, n_out) by the transposed `unrolled_plan`: in ONNX a Gemm per product,
-    each hidden one followed by the activation (onnxruntime fuses Gemm and Relu)."""
-    w_in, bias, u, out, rounds = plan
-    acc = torch.addmm(bias, x, w_in)
-    if rounds < 0:
-        return acc
-    a, o = acc.split((u.shape[0], out.shape[1]), dim=1)  # type: ignore[no-untyped-call]
+    """(B, n_0) -> (B, n_out) by `unrolled_plan` transposed, its input product in two (see
+    `build_plan`): in ONNX a Gemm per product, each hidden one followed by the activation
+    (onnxruntime fuses Gemm and Relu)."""
+    in_hidden, in_out, bias_hidden, bias_out, u, out = plan
+    o = torch.addmm(bias_out, x, in_out)
+    if rounds < 0:  # no hidden nodes
+        return o
+    a = torch.addmm(bias_hidden, x, in_hidden)
     h = act(a)
     for _ in range(rounds):
         h = act(torch.addmm(a, h, u))

@@ -163,10 +163,11 @@ def test_mlp_style_graph_runs_unrolled_for_one_sample_and_in_onnx() -> None:
         torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
         for layer, weight in zip(graph.products.layers, saved, strict=True):
             layer.weight.data.copy_(weight)
-    # The export: an input product, blocks - 1 rounds over the hidden nodes, an output
-    # product; no concatenation. It computes what torch computes, at any batch.
+    # The export: the input product (hidden rows, output rows), blocks - 1 rounds over the
+    # hidden nodes, an output product; no concatenation or split. It computes what torch
+    # computes, at any batch.
     ops = _onnx_ops(compiled)
-    assert ops.count("Gemm") == 1 + 2 + 1 and "Concat" not in ops
+    assert ops.count("Gemm") == 2 + 2 + 1 and "Concat" not in ops and "Split" not in ops
     data = sparse_initializers(export_onnx(compiled, SHAPE))
     assert onnx_max_abs_diff(data, model, torch.randn(7, *SHAPE)) < 1e-4
 
