@@ -42,8 +42,10 @@ check, latency, plots) is what the plain loop does not do at all.
 
 --worker: a real Celery worker started cold (PostgreSQL and Redis): seconds until it lists
 itself in `workers` (it does so after its warm-up), the same train job run first on it and
-then warm (wall seconds from the job's started_at to finished_at), and the pool process's
-peak resident memory (VmHWM) after those MNIST jobs, with its anonymous and file-backed parts.
+then warm (wall seconds from the job's started_at to finished_at), then a default prune job,
+and the pool process's peak resident memory (VmHWM) after those MNIST jobs, with its
+anonymous and file-backed parts; the Celery main process's resident memory, its Pss and
+private part (/proc/<pid>/smaps_rollup), and the floor of a bare `import torch`.
 
 Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 10] [--cases train,dnw]
       [--database-url postgresql://...]   (default: a SQLite file in a temporary folder)
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -89,7 +92,9 @@ from archsearch.jobs.runtime.context import DbRunContext  # noqa: E402
 from archsearch.jobs.runtime.executor import execute_next  # noqa: E402
 from archsearch.specs import DatasetRef, JobBase, parse_job_spec  # noqa: E402
 
-DATA_DIRS = (REPO.parent / "shared" / "datasets",)
+# The shared datasets beside the checkout (/work/shared next to /work/main); a worktree one
+# level deeper, or another machine, names its folder in ARCHSEARCH_DATA_DIR.
+DATA_DIRS = (Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets")),)
 CPU = torch.device("cpu")
 
 
@@ -204,7 +209,6 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
     """A Celery worker process from cold: seconds until it is listed in `workers` (it
     registers after its warm-up), then the same train job twice (first on the fresh worker,
     then warm), the pool process's peak resident memory, and its torch threads."""
-    import os
     import subprocess
 
     from archsearch.jobs.platform.broker import CeleryEnqueuer
@@ -250,11 +254,12 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
     try:
         pid, ready = wait_listed(services, worker, started)
         runs = [run_on_worker(services, CeleryEnqueuer(settings), spec) for _ in range(2)]
-        status = dict(
-            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-        )
+        prune = {**spec, "method": "prune"}  # the default 235k-parameter MLP, masks learned
+        run_on_worker(services, CeleryEnqueuer(settings), prune)
+        status = proc_status(pid)
         memory = {k: int(status[k].split()[0]) / 1024 for k in ("VmHWM", "RssAnon", "RssFile")}
         memory.update(mapped_memory(pid, settings.resolved_dataset_cache_dir))
+        parent = parent_memory(worker.pid)
     finally:
         os.killpg(worker.pid, 15)
         worker.wait(30)
@@ -277,6 +282,51 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"set size (Pss: pages shared with the worker's main process counted by share) "
         f"{memory['Pss']:.0f} MB"
     )
+    print(
+        f"worker main process (Celery parent, pid {worker.pid}): resident {parent['VmRSS']:.0f} "
+        f"MB (peak {parent['VmHWM']:.0f} MB), proportional set size {parent['Pss']:.0f} MB "
+        f"(its pages shared with the pool process counted by share), private "
+        f"{parent['Private']:.0f} MB"
+    )
+    step = (
+        "p = torch.nn.Parameter(torch.ones(1)); p.grad = p.detach(); torch.optim.Adam([p]).step()"
+    )
+    print(
+        f"floor: a bare `import torch` peaks at {torch_floor(''):.0f} MB resident; with one "
+        f"optimiser step (torch.optim imports torch._dynamo and sympy on first use) "
+        f"{torch_floor(step):.0f} MB"
+    )
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":", 1) for line in lines)
+
+
+def parent_memory(pid: int) -> dict[str, float]:
+    """MB: the process's resident and peak resident set, and from smaps_rollup its Pss and
+    private pages (what it alone holds)."""
+    status = proc_status(pid)
+    out = {k: int(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
+    rollup = dict(
+        (line.split()[0].rstrip(":"), int(line.split()[1]))
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]
+    )
+    out["Pss"] = rollup["Pss"] / 1024
+    out["Private"] = (rollup["Private_Clean"] + rollup["Private_Dirty"]) / 1024
+    return out
+
+
+def torch_floor(code: str) -> float:
+    """Peak resident MB of a fresh interpreter that imports torch and runs `code`."""
+    import subprocess
+
+    probe = (
+        f"import torch, pathlib; {code or 'pass'}; print([l for l in pathlib.Path("
+        "'/proc/self/status').read_text().splitlines() if l.startswith('VmHWM')][0].split()[1])"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip()) / 1024
 
 
 def mapped_memory(pid: int, cache_dir: Path) -> dict[str, float]:

@@ -68,6 +68,12 @@ def counted(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     return optimizer
 
 
+def count_optimizer_step() -> None:
+    """One optimiser step taken without calling a counted optimiser (one with nothing to
+    update: the weight-free prune's placeholder), charged as its hook would have."""
+    _after_step(None, None, None)  # type: ignore[arg-type]
+
+
 def count_training_samples(samples: int) -> None:
     """The samples of one training batch (the optimiser step itself is counted by its hook)."""
     spend = _current.get()

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core import runlog
-from archsearch.core.budget import count_training_samples, counted
+from archsearch.core.budget import count_optimizer_step, count_training_samples, counted
 from archsearch.core.context import RunContext
-from archsearch.core.data.inputs import Rows
+from archsearch.core.data.inputs import Rows, take_rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
@@ -319,10 +319,12 @@ def _train_epoch(
     per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
     loss_sum, count = 0.0, 0
     means = StepMeans()
+    weight_step = _weight_step(optimizer)
     for i, index in enumerate(epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch)):
         check_stop(ctx)
         step = epoch * per_epoch + i
-        xb, yb = data.x_train[index].to(ctx.device), data.y_train[index].to(ctx.device)
+        xb = take_rows(data.x_train, index).to(ctx.device)
+        yb = take_rows(data.y_train, index).to(ctx.device)
         loss = hooks.loss(model, xb, yb)
         value = loss.item()  # one read of the loss serves the divergence check and the mean
         if not math.isfinite(value):
@@ -331,13 +333,28 @@ def _train_epoch(
         torch.autograd.backward(loss)
         if spec.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
-        optimizer.step()
+        weight_step()
         count_training_samples(len(index))
         scheduler.step()
         means.add((hooks.after_step(step) if hooks.after_step else None) or {})
         loss_sum, count = loss_sum + value * len(index), count + len(index)
         ctx.report(step + 1, total, **means.due(last=i + 1 == per_epoch))
     return loss_sum / max(1, count)
+
+
+def _weight_step(optimizer: torch.optim.Optimizer) -> Callable[[], Any]:
+    """`optimizer.step`, or, when it holds nothing to update (a weight-free prune trains its
+    logits in a hook and passes an empty placeholder), only the budget's count of the step:
+    torch's step wrapper alone cost ~4% of such a loop. The first step of an epoch is a real
+    (empty) one: the scheduler warns when its first step comes before any optimiser step."""
+    if any(p.numel() for group in optimizer.param_groups for p in group["params"]):
+        return optimizer.step
+    steps = [optimizer.step]
+
+    def step() -> None:
+        steps.pop()() if steps else count_optimizer_step()
+
+    return step
 
 
 class StepMeans:

@@ -19,6 +19,7 @@ from archsearch.core.nn.masked import (
 )
 from archsearch.core.nn.two_temperature import (
     binary_mask_straight_through,
+    masked_weight_product,
     two_temperature_sigmoid,
 )
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
@@ -205,3 +206,49 @@ def test_frozen_mask_computed_in_inference_mode_trains_afterwards() -> None:
         model(torch.randn(2, 4))
     model(torch.randn(2, 4)).sum().backward()  # no inference tensor saved for backward
     assert layer.weight.grad is not None and layer.mask_logits.grad is None
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_fused_masked_weight_equals_weight_times_mask_to_the_bit(binary: bool) -> None:
+    torch.manual_seed(3)
+    weight = torch.randn(7, 5, requires_grad=True)
+    logits = (0.1 * torch.randn(7, 5)).requires_grad_()
+    upstream = torch.randn(7, 5)
+    if binary:
+        reference_mask = binary_mask_straight_through(logits, 10.0)
+        positive = (logits.detach() > 0).float()
+    else:
+        reference_mask = two_temperature_sigmoid(logits, 100.0, 10.0)
+        positive = None
+    reference = weight * reference_mask
+    (reference * upstream).sum().backward()
+    grads = (weight.grad.clone(), logits.grad.clone())
+    weight.grad, logits.grad = None, None
+    fused = masked_weight_product(weight, logits, 100.0, 10.0, positive)
+    (fused * upstream).sum().backward()
+    assert torch.equal(fused, reference), "the same forward product"
+    assert torch.equal(weight.grad, grads[0]) and torch.equal(logits.grad, grads[1])
+
+
+def test_binary_forward_mask_follows_every_fused_optimiser_step() -> None:
+    """The cached 1[w > 0] (shared by the density count and the next forward) is renewed
+    after each logit step, although torch's fused Adam leaves the version counter alone."""
+    from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer
+
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(6, 4))
+    mask_model(model, init="normal", binary_forward=True, logit_init=0.01)
+    layer = model[0]
+    trainer = MaskTrainer(model, MaskSchedule(target=None, total_steps=50, penalised=False))
+    trainer.optimizer.param_groups[0]["lr"] = 0.05  # big steps: signs flip within a few
+    flips = 0
+    for step in range(20):
+        before = layer.mask_logits.detach() > 0
+        model(torch.randn(8, 6)).square().sum().backward()
+        trainer.after_step(step)
+        now = layer.mask_logits.detach() > 0
+        flips += int((now != before).sum())
+        assert trainer.density() == int(now.sum()) / now.numel()
+        expected = layer.weight.detach() * now.float()
+        assert torch.equal(layer.masked_weight().detach(), expected), f"stale mask at {step}"
+    assert flips > 0, "the test moved some logits across 0"

@@ -32,6 +32,7 @@ from torch import nn
 from archsearch.core.errors import UserError
 from archsearch.core.nn.two_temperature import (
     binary_mask_straight_through,
+    masked_weight_product,
     positive_indicator,
     two_temperature_sigmoid,
 )
@@ -162,9 +163,34 @@ class MaskedMixin:
             return binary_mask_straight_through(self.mask_logits, self.t_soft)
         return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
 
+    def positive_mask(self) -> torch.Tensor:
+        """1[w > 0] of weight-shaped logits as floats, formed once per logit update.
+
+        The binary forward multiplies the weights by it, and the density count after each
+        step sums it: the trainer's count makes it, the next forward reuses it. Keyed like
+        `frozen_mask`; detached, so the graph never holds the cached tensor's history.
+        """
+        logits = self.mask_logits
+        key = (logits._version, logits.data_ptr(), logits.dtype)
+        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = getattr(
+            self, "_positive_cache", None
+        )
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        positive = positive_indicator(logits.detach())
+        if not torch.is_inference_mode_enabled():
+            self._positive_cache = (key, positive)
+        return positive
+
     def masked_weight(self) -> torch.Tensor:
-        if self.unit_source is None or bool(self.mask_frozen):
-            return self.weight * self.mask()  # a frozen mask is already weight-shaped
+        if bool(self.mask_frozen):
+            return self.weight * self.frozen_mask()  # a frozen mask is already weight-shaped
+        if self.unit_source is None:
+            # One autograd node for mask and product (`two_temperature.MaskedWeight`).
+            positive = self.positive_mask() if self.binary_forward else None
+            return masked_weight_product(
+                self.weight, self.mask_logits, self.t_hard, self.t_soft, positive
+            )
         out = self.weight.shape[0]
         grouped = self.weight.reshape(out, self._units(), -1) * self.mask().view(1, -1, 1)
         return grouped.reshape(self.weight.shape)

@@ -86,3 +86,49 @@ def binary_mask_straight_through(logits: torch.Tensor, t_soft: float) -> torch.T
     assert t_soft > 0, "t_soft is a positive inverse temperature"
     mask: torch.Tensor = StraightThroughMask.apply(logits, t_soft)  # type: ignore[no-untyped-call]
     return mask
+
+
+class MaskedWeight(torch.autograd.Function):
+    """weight * mask in one node: mask = sigmoid(t_hard w), or the given exact 1[w > 0]
+    (`positive`); backward dL/dweight = g * mask and dL/dw through sigmoid(t_soft w).
+
+    The same products as `weight * two_temperature_sigmoid(...)` (to the bit), without the
+    mask as a separate graph output or a second node; a cached `positive` indicator (the
+    one the density count already made from the same logits) is not formed again.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        weight: torch.Tensor,
+        logits: torch.Tensor,
+        t_hard: float,
+        t_soft: float,
+        positive: torch.Tensor | None,
+    ) -> torch.Tensor:
+        mask = torch.mul(logits, t_hard).sigmoid_() if positive is None else positive
+        ctx.save_for_backward(weight, logits)
+        ctx.mask, ctx.t_soft = mask, t_soft
+        return weight * mask
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        weight, logits = ctx.saved_tensors
+        needs_weight, needs_logits = ctx.needs_input_grad[:2]
+        grad_weight = grad * ctx.mask if needs_weight else None
+        grad_logits = soft_sigmoid_grad(grad * weight, logits, ctx.t_soft) if needs_logits else None
+        return grad_weight, grad_logits, None, None, None
+
+
+def masked_weight_product(
+    weight: torch.Tensor,
+    logits: torch.Tensor,
+    t_hard: float,
+    t_soft: float,
+    positive: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """weight * sigmoid(t_hard w) (or weight * `positive`, the exact 1[w > 0] of the binary
+    forward) with the soft surrogate gradient of eq. (7) to the logits."""
+    assert t_hard > 0 and t_soft > 0, "temperatures are positive inverse temperatures"
+    product: torch.Tensor = MaskedWeight.apply(weight, logits, t_hard, t_soft, positive)  # type: ignore[no-untyped-call]
+    return product

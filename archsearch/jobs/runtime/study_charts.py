@@ -116,9 +116,28 @@ def curves_png(detail: StudyDetail, curves: dict[str, list[list[tuple[int, float
     return _png(fig)
 
 
+# Margins in inches around the panels (tick labels, axis labels, titles) and between two.
+MARGINS_IN = {"left": 0.9, "right": 0.2, "bottom": 0.6, "top": 0.45, "gap": 1.0}
+
+
+def _fixed_layout(fig: Figure) -> None:
+    """Fixed margins instead of `tight_layout`, which lays the figure out once more before
+    the save draws it: ~20% of a chart's CPU time, paid after a study's last job."""
+    width, height = fig.get_size_inches()
+    m, panels = MARGINS_IN, max(1, len(fig.axes))
+    panel = (width - m["left"] - m["right"] - m["gap"] * (panels - 1)) / panels
+    fig.subplots_adjust(
+        left=m["left"] / width,
+        right=1 - m["right"] / width,
+        bottom=m["bottom"] / height,
+        top=1 - m["top"] / height,
+        wspace=m["gap"] / panel,
+    )
+
+
 def _png(fig: Figure) -> bytes:
     out = io.BytesIO()
-    fig.tight_layout()
+    _fixed_layout(fig)
     fig.savefig(out, format="png", dpi=110)
     plt.close(fig)
     return out.getvalue()
