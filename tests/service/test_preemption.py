@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.base import utcnow
@@ -40,8 +40,9 @@ URGENT, HIGH, NORMAL, LOW = (PRIORITY_LEVELS[p] for p in ("urgent", "high", "nor
 ON = Settings(preemption=True)
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def db_url() -> Iterator[str]:
+    """A database of this module's own: no other worker claims its jobs."""
     name = f"archsearch_preempt_{uuid.uuid4().hex[:8]}"
     url = create_database(name)
     upgrade(url)
@@ -51,8 +52,13 @@ def db_url() -> Iterator[str]:
 
 @pytest.fixture()
 def db(db_url: str) -> Iterator[sessionmaker[Session]]:
+    """An empty queue and no workers."""
     engine = make_engine(db_url)
-    yield make_session_factory(engine)
+    sessions = make_session_factory(engine)
+    with transaction(sessions) as session:
+        session.execute(delete(Job))
+        session.execute(delete(WorkerRecord))
+    yield sessions
     engine.dispose()
 
 

@@ -64,6 +64,7 @@ def set_quota(service_env: dict[str, str], team: str, hours: str) -> str:
     return " ".join(done.stdout.split())  # rich wraps long lines
 
 
+@pytest.mark.slow
 def test_a_team_over_its_weekly_device_hours_waits_until_the_quota_is_raised(
     sessions: sessionmaker[Session], service_env: dict[str, str], api_url: str, worker: procs.Proc
 ) -> None:
