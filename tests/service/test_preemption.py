@@ -251,5 +251,10 @@ def test_an_urgent_job_takes_the_worker_of_a_running_low_priority_job(
     assert not [r for _, r, _ in first_events if r.startswith("preempted")]
     resumed = [at for s, _, at in low_events if s == "running"][-1]
     assert resumed >= max(at for s, _, at in second_events if s == "succeeded")
+    (asked,) = [at for _, r, at in low_events if r.startswith("preemption asked")]
+    print(  # the figures (pytest -s)
+        f"asked -> handed back {(preempted[0][2] - asked).total_seconds():.2f} s, "
+        f"handed back -> urgent started {(first_start - preempted[0][2]).total_seconds():.2f} s"
+    )
     steps = series(db, low)  # one point per epoch, each once, none lost
     assert steps == [steps[0] * epoch for epoch in range(1, EPOCHS + 1)]

@@ -45,6 +45,7 @@ class DbRunContext:
         device: torch.device,
         lease_lost: threading.Event,
         flush_seconds: float = 0.5,
+        *,
         job_stop: StopRequest | None = None,
     ) -> None:
         self.lease_lost = lease_lost
