@@ -1,17 +1,36 @@
-# One image for the API, the migration step, the bootstrap step and the workers.
-# On Linux `pip install torch` takes PyPI's CUDA build, which the worker uses on a GPU host
-# (and which runs on the CPU elsewhere); the server extra adds the API, worker and engine.
-FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# Two images from one Dockerfile, each built once and tagged in docker-compose.yml:
+# - `api`: the API, the migration step and the bootstrap step. No torch nor CUDA libraries:
+#   the API never imports them (an import-linter contract and tests/test_packaging.py).
+# - `worker`: the workers, with the engine. On Linux `pip install torch` takes PyPI's CUDA
+#   build, which the worker uses on a GPU host (and which runs on the CPU elsewhere).
+# Both install through deploy/constraints.txt, which pins every package they get.
+FROM python:3.11-slim AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-RUN pip install --no-cache-dir "torch>=2.3,<2.15"
+COPY deploy/constraints.txt ./constraints.txt
 COPY pyproject.toml README.md ./
 COPY archsearch archsearch
-RUN pip install --no-cache-dir ".[server]"
+
+FROM base AS api
+RUN pip install -c constraints.txt ".[api]" \
+    && useradd --system --uid 10001 --create-home --home-dir /home/archsearch archsearch \
+    && mkdir -p /var/lib/archsearch/artifacts /data/datasets \
+    && chown -R archsearch:archsearch /var/lib/archsearch /data/datasets
 # Processes run unprivileged. The folders that compose mounts as named volumes exist here,
 # owned by that user, so Docker gives a new volume the same owner.
-RUN useradd --system --uid 10001 --create-home --home-dir /home/archsearch archsearch \
+USER archsearch:archsearch
+# Liveness of the API on its default port (the slim image has no curl).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
+ENTRYPOINT ["archsearch"]
+
+FROM base AS worker
+RUN pip install -c constraints.txt torch \
+    && pip install -c constraints.txt ".[server]" \
+    && useradd --system --uid 10001 --create-home --home-dir /home/archsearch archsearch \
     && mkdir -p /var/lib/archsearch/artifacts /data/datasets \
     && chown -R archsearch:archsearch /var/lib/archsearch /data/datasets
 USER archsearch:archsearch
+# A worker serves no HTTP; the queue and its heartbeats in the database tell its health.
+HEALTHCHECK NONE
 ENTRYPOINT ["archsearch"]

@@ -1,5 +1,5 @@
 """Transfer of a found architecture between tasks that share an input distribution, the
-setting of "Differentiable Architecture Pruning for Transfer Learning" (section 4.2: CIFAR-10
+setting of "Differentiable Architecture Pruning for Transfer Learning" (section 3.2: CIFAR-10
 to CIFAR-100), at CPU scale: one dataset's classes split in two.
 
 The parent is pruned on classes 0-4 (a `prune` job, with its `magnitude` baseline saved at the

@@ -6,21 +6,31 @@ not depend on what the weights learned, and a whole table then runs in a few min
   and 0.05 (random connections) and at unit density 0.25 (random units, every layer keeps
   a quarter: `granularity: unit`);
 - cnn, vgg, mobilenet_v1 at unit density 0.25 (vgg on a 3x32x32 input);
-- graph: the default searched MLP-style neural graph (DNW, static), compacted, against a
-  dense MLP with the same number of real weights; dnw_conv: MobileNetV1-DNW, compacted,
-  against MobileNetV1 at the width with about as many real weights.
+- searched graphs (DNW; wiring random at the default density, compacted, then compiled as
+  deployed: `core.deploy.compiled_graph`), each against the dense network of its kind whose
+  weight count is closest to the compact graph's real (nonzero) weights: graph_mlp (the
+  MLP-style static graph) and graph_discrete (MLP-style, discrete time) against MLPs [h];
+  graph_conv (the default conv-node graph, the one a default search job trains) against
+  CNNs; dnw_conv (MobileNetV1-DNW) against MobileNetV1 at a width multiplier. Their rows
+  also give the uncompiled compact graph's PyTorch latency (`uncompiled`) in the same
+  interleaving.
 
 Each case is a deployed model (compact model; Linear layers in the per-layer form that
 measured faster, `core.deploy.forms`) against its dense reference, measured side by side:
 file bytes (safetensors: dense reference vs sparse file; ONNX: dense reference vs compact
 ONNX with sparse initializers), multiply-adds, and latency at batch 1 and 64 in PyTorch and
-in onnxruntime (one thread each), medians of interleaved repeats with their min-max spread,
-printed as ratios deployed / dense. CPU only: no GPU here, so no GPU table.
+in onnxruntime (one thread each; `ort` called through an IO binding as deployment.json
+measures it, `run()` the plain `session.run(feed)` call; the one-op floor is a Flatten-only
+model called the same way: what any model costs per call), medians of interleaved repeats
+with their min-max spread, printed as ratios deployed / dense. CPU only: no GPU here, so no
+GPU table.
 
 Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
-<= 0.3x, onnxruntime batch-1 latency <= 0.5x dense.
+<= 0.3x, onnxruntime batch-1 latency <= 0.5x dense. Searched graphs: batch-1 CPU latency
+<= 2x the dense network with the same real weights.
 
 Run: OMP_NUM_THREADS=1 python bench/deploy.py [--budget 1.5] [--cases mlp1024@unit0.25,cnn]
+[--graphs] (only the searched-graph rows)
 """
 
 from __future__ import annotations
@@ -36,8 +46,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from archsearch.core.deploy.compiled_graph import compile_graphs
 from archsearch.core.deploy.forms import choose_forms
-from archsearch.core.deploy.onnx import export_onnx, ort_session, sparse_initializers
+from archsearch.core.deploy.onnx import export_onnx, ort_call, ort_session, sparse_initializers
 from archsearch.core.export import count_macs, model_to_bytes, sparse_state_bytes
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import hard_masks, mask_model, set_masks
@@ -76,16 +87,26 @@ def _pruned(config: Any, shape: tuple[int, ...], granularity: str, density: floa
     return compacted[0], compacted[1], create_model(arch).eval(), arch
 
 
+# Per compiled graph (by id): the compact graph it was compiled from (timed as `uncompiled`)
+# and that graph's real weights (the compiled products hold folded copies of them).
+UNCOMPILED: dict[int, tuple[nn.Module, int]] = {}
+
+
 def _graph(config: Any, references: list[Any]) -> Case:
-    """The compacted searched graph and, of `references`, the dense network whose weight
-    count is closest to the graph's real (nonzero) weights."""
+    """The compiled compact searched graph and, of `references`, the dense network whose
+    weight count is closest to the compact graph's real (nonzero) weights."""
     arch = Architecture(config, MNIST, 10)
     torch.manual_seed(0)
-    compact, compact_arch = compact_graph(create_model(arch).eval(), arch)
+    masked = create_model(arch)
+    masked.train()
+    masked(torch.randn(64, *MNIST))  # batch-norm statistics of a trained-like model
+    compact, compact_arch = compact_graph(masked.eval(), arch)
+    compiled = compile_graphs(compact, MNIST)
     real = _real(compact)
+    UNCOMPILED[id(compiled)] = (compact.eval(), real)
     dense_archs = [Architecture(c, MNIST, 10) for c in references]
     dense_arch = min(dense_archs, key=lambda a: abs(_real(create_model(a)) - real))
-    return compact.eval(), compact_arch, create_model(dense_arch).eval(), dense_arch
+    return compiled, compact_arch, create_model(dense_arch).eval(), dense_arch
 
 
 def cases() -> dict[str, Callable[[], Case]]:
@@ -99,16 +120,31 @@ def cases() -> dict[str, Callable[[], Case]]:
     out["cnn@unit0.25"] = lambda: _pruned(CNNConfig(), MNIST, "unit", 0.25)
     out["vgg@unit0.25"] = lambda: _pruned(VGGConfig(), (3, 32, 32), "unit", 0.25)
     out["mobilenet@unit0.25"] = lambda: _pruned(MobileNetV1Config(), MNIST, "unit", 0.25)
-    # Dense references with about the searched graph's real weights (printed per case).
-    mlps = [MLPConfig(hidden=(h,)) for h in range(1, 65)]
-    mobilenets = [MobileNetV1Config(width_multiplier=w / 8) for w in range(1, 33)]
-    out["graph"] = lambda: _graph(NeuralGraphConfig(), mlps)
-    out["dnw_conv"] = lambda: _graph(MobileNetDNWConfig(), mobilenets)
+    out.update(graph_cases())
     return out
 
 
+def graph_cases() -> dict[str, Callable[[], Case]]:
+    """Searched graphs against dense references with about their real weights (printed)."""
+    mlps = [MLPConfig(hidden=(h,)) for h in range(1, 257)]
+    cnns = [CNNConfig(channels=(c, 2 * c), hidden=(h,)) for c in range(1, 9) for h in (4, 8, 16)]
+    mobilenets = [MobileNetV1Config(width_multiplier=w / 8) for w in range(1, 33)]
+    return {
+        "graph_mlp": lambda: _graph(NeuralGraphConfig(node_op="act"), mlps),
+        "graph_discrete": lambda: _graph(
+            NeuralGraphConfig(node_op="act", setting="discrete", density=0.02), mlps
+        ),
+        "graph_conv": lambda: _graph(NeuralGraphConfig(), cnns),
+        "dnw_conv": lambda: _graph(MobileNetDNWConfig(), mobilenets),
+    }
+
+
 def interleaved(variants: dict[str, Callable[[], object]], budget_s: float) -> dict[str, Any]:
-    """Per variant: all seconds of one call, repeats interleaved in a rotated order."""
+    """Per variant: all seconds of one call, repeats interleaved in a rotated order.
+
+    Called per runtime: a deployment runs one, and a torch call between two onnxruntime
+    calls evicts their caches (measured on the CNN at batch 1: onnxruntime 29.6 / 14.8 us
+    dense / compact among themselves, 46.8 / 19.2 us with torch calls in between)."""
     names, times = list(variants), {name: [] for name in variants}
     for name in names:
         variants[name]()  # warm-up
@@ -136,22 +172,39 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
     chosen, _ = choose_forms(deployed, shape, 0.3)
     onnx_dense = export_onnx(dense, shape)
     onnx_ours = sparse_initializers(export_onnx(deployed, shape))
-    sessions = {"ours": ort_session(onnx_ours), "dense": ort_session(onnx_dense)}
+    sessions = {
+        "ours": ort_session(onnx_ours),
+        "dense": ort_session(onnx_dense),
+        "floor": ort_session(export_onnx(nn.Flatten(), shape)),
+    }
+    uncompiled = UNCOMPILED.get(id(deployed))
     row: dict[str, Any] = {
-        "weights": (_real(deployed), _real(dense)),
+        "weights": (uncompiled[1] if uncompiled else _real(deployed), _real(dense)),
         "st": len(sparse_state_bytes(deployed.state_dict())) / len(model_to_bytes(dense)),
         "onnx": len(onnx_ours) / len(onnx_dense),
-        "macs": _macs(deployed, shape, True) / _macs(dense, shape, False),
+        # A graph's real multiply-adds: its compact form's edges and node convs.
+        "macs": _macs(uncompiled[0] if uncompiled else deployed, shape, True)
+        / _macs(dense, shape, False),
     }
     for batch in (1, 64):
         x = torch.randn(batch, *shape)
-        with torch.inference_mode():
-            times = interleaved(_variants(chosen, dense, sessions, x), budget / 2)
+        variants = _variants(chosen, dense, sessions, x)
+        if uncompiled is not None:
+            variants["torch_uncompiled"] = lambda m=uncompiled[0], x=x: m(x)
+        times: dict[str, list[float]] = {}
+        with torch.inference_mode():  # each runtime among its own: see `interleaved`
+            for runtime in ("torch_", "ort"):
+                own = {k: v for k, v in variants.items() if k.startswith(runtime)}
+                times.update(interleaved(own, budget / 4))
         row[f"b{batch}"] = {
+            "uncompiled": ratio(times, "torch_uncompiled", "torch_dense") if uncompiled else "",
             "torch": ratio(times, "torch_ours", "torch_dense"),
             "ort": ratio(times, "ort_ours", "ort_dense"),
+            "ortrun": ratio(times, "ortrun_ours", "ortrun_dense"),
             "dense_ms": statistics.median(times["torch_dense"]) * 1e3,
             "ort_dense_ms": statistics.median(times["ort_dense"]) * 1e3,
+            "ort_ours_ms": statistics.median(times["ort_ours"]) * 1e3,
+            "ort_floor_ms": statistics.median(times["ort_floor"]) * 1e3,
             "repeats": len(times["torch_ours"]),
         }
     return row
@@ -164,8 +217,11 @@ def _variants(
     return {
         "torch_ours": lambda: chosen(x),
         "torch_dense": lambda: dense(x),
-        "ort_ours": lambda: sessions["ours"].run(None, feed),
-        "ort_dense": lambda: sessions["dense"].run(None, feed),
+        "ort_ours": ort_call(sessions["ours"], x.numpy()),
+        "ort_dense": ort_call(sessions["dense"], x.numpy()),
+        "ortrun_ours": lambda: sessions["ours"].run(None, feed),
+        "ortrun_dense": lambda: sessions["dense"].run(None, feed),
+        "ort_floor": ort_call(sessions["floor"], x.numpy()),
     }
 
 
@@ -183,11 +239,15 @@ def _real(model: nn.Module) -> int:
 def report(name: str, row: dict[str, Any]) -> None:
     b1, b64 = row["b1"], row["b64"]
     ours, dense = row["weights"]
+    if b1["uncompiled"]:
+        name = f"{name} (uncompiled b1 {b1['uncompiled']}, b64 {b64['uncompiled']})\n{'':22}"
     print(
         f"{name:22} weights {ours:>9,}/{dense:>9,} | bytes st {row['st']:.3f}x onnx "
         f"{row['onnx']:.3f}x | MACs {row['macs']:.3f}x | b1 torch {b1['torch']} ort {b1['ort']}"
-        f" | b64 torch {b64['torch']} ort {b64['ort']} | dense b1 {b1['dense_ms']:.3f} ms "
-        f"(ort {b1['ort_dense_ms']:.3f}) | repeats {b1['repeats']}/{b64['repeats']}"
+        f" (run() {b1['ortrun']}) | b64 torch {b64['torch']} ort {b64['ort']} (run() "
+        f"{b64['ortrun']}) | dense b1 {b1['dense_ms']:.3f} ms "
+        f"(ort {b1['ort_dense_ms'] * 1e3:.1f} us, ours {b1['ort_ours_ms'] * 1e3:.1f}, one-op "
+        f"floor {b1['ort_floor_ms'] * 1e3:.1f}) | repeats {b1['repeats']}/{b64['repeats']}"
     )
 
 
@@ -195,6 +255,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budget", type=float, default=1.5, help="seconds of timing per case")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
+    parser.add_argument("--graphs", action="store_true", help="only the searched-graph rows")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -204,7 +265,9 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} thread, CPU; ratios deployed / "
         "dense reference: median [min-max of per-repeat ratios]"
     )
-    wanted = set(filter(None, args.cases.split(",")))
+    wanted = set(filter(None, args.cases.split(","))) or (
+        set(graph_cases()) if args.graphs else set()
+    )
     for name, build in cases().items():
         if not wanted or name in wanted:
             report(name, measure(build(), args.budget))

@@ -7,11 +7,11 @@ Each claim is measured as two arms, each a job run in-process exactly as a worke
 1. DNW (Wortsman et al., Table 1): `search` with `dnw` beats `random_graph` at equal edges.
 2. Growth (Verbockhaven et al., section 4): `grow` from [1, 1] gets near the documented
    `train` MLP (256, 128) with far fewer parameters (within 3 points, at most half of them).
-3. Two temperatures (Differentiable Architecture Pruning, section 4.1): t_soft = t_hard/100
+3. Two temperatures (Differentiable Architecture Pruning, section 3.1): t_soft = t_hard/100
    beats t_soft = t_hard.
 4. Weight-free (Disentangling Architectures and Weights, section 4): `weights: free` (bin)
    within 3 points of `weights: learned` (real) at the same density.
-5. Transfer (Differentiable Architecture Pruning, section 4.2): a mask learned on one task
+5. Transfer (Differentiable Architecture Pruning, section 3.2): a mask learned on one task
    and retrained few-shot (50 per class) on another beats a random mask at that density.
 
 CPU-scale deviations (printed with the table): training subsets, a test subset, fewer grow
@@ -56,7 +56,13 @@ from archsearch.core.methods import get_method
 from archsearch.core.training import flush_denormals
 from archsearch.specs import DatasetRef, parse_job_spec
 
-DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
+# The shared datasets beside the checkout (/work/shared/datasets for /work/main and for a
+# worktree /work/wt/<name> alike).
+DATA_DIRS = tuple(
+    p / "shared" / "datasets"
+    for p in Path(__file__).resolve().parents
+    if (p / "shared" / "datasets").is_dir()
+)[:1]
 DATASETS = ("digits", "mnist", "fashion_mnist")
 SEEDS = (0, 1, 2)
 TRANSFER_TARGET = {"mnist": "fashion_mnist", "fashion_mnist": "mnist"}

@@ -23,7 +23,11 @@ Printed per method: parameters, test accuracy (mean and std), CPU seconds, final
 growths applied of those attempted and the highest training-batch loss after the first
 growth (a run that diverged shows it there); then the ratios ours / each GroMo variant.
 
-Prints only; writes nothing. Usage: python bench/grow.py [--seeds N] [--part defaults|peers|all]
+`rtol`: the `growth.eig_rtol` cuts 1e-4, 1e-3, 1e-2 measured on held-out data (the
+default's evidence; `bench/_grow_rtol.py`).
+
+Prints only; writes nothing.
+Usage: python bench/grow.py [--seeds N] [--part defaults|peers|rtol|all]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any
 
 import torch
 from _gromo_peer import FACTORS, GROWTH_SHARE, INTERVAL, PeerRun, run_gromo
+from _grow_rtol import RTOL_HEADER, RtolRun, rtol_row, run_rtol
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
@@ -235,6 +240,29 @@ def verdict(label: str, rows: dict[str, list[Any]]) -> None:
         )
 
 
+RTOLS = (1e-4, 1e-3, 1e-2)
+
+
+def rtol_bench(
+    label: str, setup: dict[str, Any], seeds: int, rtols: tuple[float, ...] = RTOLS
+) -> None:
+    """The eig_rtol cuts side by side, seed by seed (bench/_grow_rtol.py)."""
+    data = load_dataset(DatasetRef(**setup["dataset"]), DATA_DIRS, 0)
+    runs: dict[float, list[RtolRun]] = {rtol: [] for rtol in rtols}
+    for seed in range(seeds):
+        for rtol in rtols:
+            runs[rtol].append(run_rtol(data, grow_spec(setup, {"eig_rtol": rtol}, seed)))
+            print(f"  {label} seed {seed} rtol {rtol:g}: {runs[rtol][-1]}", flush=True)
+    print(
+        f"\n{label}: {len(data.x_train)} training samples, {len(data.x_test)} test, {seeds} seeds"
+    )
+    print("predicted / held out: first-order decrease of the added neurons, summed over the")
+    print("job's layer steps, on the statistics batch / on 1024 held-out test images")
+    print(RTOL_HEADER)
+    for rtol, rows in runs.items():
+        print(rtol_row(f"{rtol:g}", rows))
+
+
 OURS, GROMO_BEST = "ours (job defaults)", "GroMo, its layer choice"
 GROMO_ROUND, GROMO_OURS = "GroMo, round-robin", "GroMo, our schedule"
 
@@ -242,7 +270,9 @@ GROMO_ROUND, GROMO_OURS = "GroMo, round-robin", "GroMo, our schedule"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--part", choices=("defaults", "peers", "all"), default="all")
+    parser.add_argument("--part", choices=("defaults", "peers", "rtol", "all"), default="all")
+    parser.add_argument("--rtols", type=float, nargs="*", default=RTOLS, help="--part rtol cuts")
+    parser.add_argument("--mnist-only", action="store_true", help="--part rtol: MNIST only")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small nets; the machine is shared
     flush_denormals()  # as every thread that runs jobs does
@@ -254,6 +284,10 @@ def main() -> None:
         print("at bound: line searches (gamma0 and gamma) that stopped at a limit, of all")
         bench("digits", DIGITS, args.seeds)
         bench("MNIST", MNIST, args.seeds)
+    if args.part == "rtol":
+        if not args.mnist_only:
+            rtol_bench("digits", DIGITS, args.seeds, tuple(args.rtols))
+        rtol_bench("MNIST", MNIST, args.seeds, tuple(args.rtols))
     if args.part in ("peers", "all"):
         if importlib.util.find_spec("gromo") is None:
             print("\nGroMo peer: the `gromo` package is not installed, so no peer row is printed")

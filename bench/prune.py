@@ -10,13 +10,21 @@
    defaults (bin) against the same MLP with real weights (real), 10 classes, 3 seeds, on
    digits, MNIST and Fashion-MNIST subsets; and the binarisation gap of the old relaxed
    forward against the binary one.
+4. Granularity at equal parameters: the default MLP and the CNN pruned on an MNIST subset at
+   weight granularity (density 0.1) and at unit granularity, the unit density chosen so the
+   compact model has as many parameters as the weight-pruned model has nonzero ones (both
+   counts printed), 3 seeds (--only 4, a few minutes).
 
-Run: python bench/prune.py [--quick] [--only 1|2|3]   (default: sections 1 and 3, minutes)
+5. RigL (dynamic sparse training) against the learned mask at equal density and epochs, with
+   a static random sparse network beside them (`bench/_rigl.py`; only with --only 5).
+
+Run: python bench/prune.py [--quick] [--only 1|2|3|4|5]   (default: sections 1 and 3, minutes)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -29,13 +37,22 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _rigl import rigl_benchmark  # noqa: E402  (beside this script)
+
 from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
 from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
-from archsearch.core.models import Architecture  # noqa: E402
+from archsearch.core.models import Architecture, create_model  # noqa: E402
+from archsearch.core.nn.masked import hard_masks, mask_model, set_masks  # noqa: E402
 from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
-from archsearch.core.pruning.build import build_masked_model, weight_params  # noqa: E402
+from archsearch.core.pruning.build import (  # noqa: E402
+    build_masked_model,
+    plain_model,  # noqa: E402
+    weight_params,
+)
+from archsearch.core.pruning.compact import compact_model  # noqa: E402
+from archsearch.core.pruning.units import unit_plan  # noqa: E402
 from archsearch.core.training import evaluate, flush_denormals, seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
@@ -348,10 +365,120 @@ def weight_free_benchmark(quick: bool) -> None:
         )
 
 
+# ---------------------------------------------------------------- 4. granularity
+WEIGHT_DENSITY = 0.1
+GRANULARITY_MODELS: dict[str, dict[str, Any]] = {
+    "mlp 256-128": {"name": "mlp"},
+    "cnn 16-32, 64": {"name": "cnn"},
+}
+
+
+def unit_parameters(architecture: Architecture, unit_density: float) -> int:
+    """Parameters of the compact model that keeps `unit_density` of every layer's units
+    (as the trainer's per-layer threshold does; which units does not change the count)."""
+    model = create_model(architecture)
+    mask_model(model, units=unit_plan(architecture))
+    masks = {}
+    for name, like in hard_masks(model).items():
+        keep = torch.zeros(like.numel(), dtype=torch.bool)
+        keep[: max(1, round(unit_density * like.numel()))] = True
+        masks[name] = keep.view(like.shape)
+    set_masks(model, masks)
+    compacted = compact_model(plain_model(model, architecture).state_dict(), architecture)
+    assert compacted is not None, "the unit families compact"
+    return sum(p.numel() for p in compacted[0].parameters())
+
+
+def matching_unit_density(architecture: Architecture, parameters: float) -> float:
+    """The unit density (to 1e-3) whose compact parameter count is closest to `parameters`."""
+    low, high = 0.001, 1.0
+    while high - low > 1e-3:  # the count grows with the unit density
+        middle = (low + high) / 2
+        if unit_parameters(architecture, middle) < parameters:
+            low = middle
+        else:
+            high = middle
+    return min((low, high), key=lambda u: abs(unit_parameters(architecture, u) - parameters))
+
+
+def granularity_run(
+    model: dict[str, Any], granularity: str, density: float, seed: int
+) -> tuple[dict[str, float], Architecture, dict[str, Any]]:
+    """A prune job's metrics, the architecture it pruned and its compact model's config."""
+    ref, data = subset("mnist", seed, 2000, 2000)
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            "dataset": ref,
+            "model": model,
+            "density": density,
+            "granularity": granularity,
+            "training": {"seed": seed},
+        }
+    )
+    ctx = InMemoryContext()
+    metrics = prune.run(spec, data, ctx).metrics
+    compact = json.loads(ctx.artifacts["architecture-compact.json"])["model"]
+    return metrics, Architecture(spec.model, data.input_shape, data.num_classes), compact
+
+
+def dense_run(model: dict[str, Any], seed: int) -> dict[str, float]:
+    """A train job of `model` (dense, from scratch) on the same data as `granularity_run`."""
+    ref, data = subset("mnist", seed, 2000, 2000)
+    spec = parse_job_spec(
+        {"method": "train", "dataset": ref, "model": model, "training": {"seed": seed}}
+    )
+    return train.run(spec, data, InMemoryContext()).metrics
+
+
+def granularity_rows(model: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+    """Per arm (weight, unit, dense at the unit job's compact widths): metrics per seed."""
+    rows: dict[str, Any] = {"weight": [], "unit": [], "dense": []}
+    for seed in seeds:
+        metrics, arch, _ = granularity_run(model, "weight", WEIGHT_DENSITY, seed)
+        rows["weight"].append(metrics)
+        rows["unit_density"] = matching_unit_density(arch, metrics["parameters"])
+        unit, _, compact = granularity_run(model, "unit", rows["unit_density"], seed)
+        rows["unit"].append(unit)
+        rows["dense"].append(dense_run(compact, seed) | {"parameters_compact": float("nan")})
+        rows["compact"] = compact
+    return rows
+
+
+def granularity_benchmark(quick: bool) -> None:
+    seeds = [0, 1] if quick else [0, 1, 2]
+    print(
+        "\n## 4. Weight vs unit granularity at equal parameters, MNIST (2000 train / 2000 "
+        f"test images), 10 epochs, test accuracy mean±sd over seeds {seeds}; weight density "
+        f"{WEIGHT_DENSITY}, unit density matched so the unit job's compact parameters = the "
+        "weight job's nonzero ones; dense: the unit job's compact architecture trained alone"
+    )
+    print(
+        f"{'model':>14} | {'arm':>22} | {'density':>7} | {'parameters':>10} | "
+        f"{'compact params':>14} | {'MACs':>9} | {'test acc':>11}"
+    )
+    for label, model in GRANULARITY_MODELS.items():
+        rows = granularity_rows(model, seeds)
+        widths = [w for key in ("channels", "hidden") for w in rows["compact"].get(key, [])]
+        arms = (
+            ("weight granularity", "weight", WEIGHT_DENSITY),
+            ("unit granularity", "unit", rows["unit_density"]),
+            (f"dense {'-'.join(map(str, widths))}", "dense", 1.0),
+        )
+        for arm, key, density in arms:
+            runs = rows[key]
+            print(
+                f"{label:>14} | {arm:>22} | {density:7.3f} | {runs[0]['parameters']:10,.0f} | "
+                f"{runs[0]['parameters_compact']:14,.0f} | {runs[0]['macs']:9,.0f} | "
+                f"{mean_std([r['test_accuracy'] for r in runs]):>11}",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller run (minutes)")
-    parser.add_argument("--only", choices=["1", "2", "3"], default=None)
+    parser.add_argument("--only", choices=["1", "2", "3", "4", "5"], default=None)
     parser.add_argument("--adapt-rate", type=float, default=None, help="AP penalty controller")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the machine is shared
@@ -367,6 +494,10 @@ def main(argv: list[str] | None = None) -> None:
         weight_free_benchmark(args.quick)
     if args.only == "2":
         transfer_benchmark(args.quick)
+    if args.only == "4":
+        granularity_benchmark(args.quick)
+    if args.only == "5":
+        rigl_benchmark(DATA_DIRS, args.quick)
     print(f"\ntotal time {time.perf_counter() - start:.0f} s")
 
 

@@ -11,8 +11,11 @@ Starts, on this machine: a fresh PostgreSQL database, `archsearch api`, one idle
    disk (`_bare_app.py`), interleaved rounds: the last job's largest artifact (~200 kB,
    where per-request work shows) and a 16 MiB file recorded as an artifact of that job
    (where streaming shows), as downloads/s and MiB/s; and HEAD of the small one.
-Targets: median submit-to-running < 100 ms; throughput ratio >= 0.5; downloads
->= 0.9x the bare FileResponse.
+   The server's CPU time per request (its process's user + system time from /proc over
+   each round) is printed beside the rate, as a ratio to the bare route's.
+Targets: median submit-to-running < 100 ms and <= 2x a bare round trip (a GET of the bare
+route timed just before each submit); GET job CPU <= 1.5x the bare route's; throughput
+ratio >= 0.5; downloads >= 0.9x the bare FileResponse.
 
     python bench/service.py [--jobs 50] [--seconds 3] [--rounds 5]
 """
@@ -56,20 +59,42 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def submit_to_running(client: ArchsearchClient, jobs: int) -> list[float]:
-    latencies = []
-    for _ in range(jobs):
-        job = client.wait(client.submit(QUICK_JOB).id, poll=0.05, timeout=120)
-        assert job.status == "succeeded" and job.started_at is not None, job.error
-        latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
-    return latencies
+def submit_to_running(
+    client: ArchsearchClient, jobs: int, bare: str
+) -> tuple[list[float], list[float]]:
+    """Submit -> running of each job, and beside each a bare round trip (a GET of the bare
+    route on a kept-alive connection, as the client's): both in ms."""
+    latencies, round_trips = [], []
+    with httpx.Client(base_url=bare) as bare_client:
+        bare_client.get("/v1/jobs/x")
+        for _ in range(jobs):
+            start = time.perf_counter()
+            bare_client.get("/v1/jobs/x").raise_for_status()
+            round_trips.append((time.perf_counter() - start) * 1000)
+            job = client.wait(client.submit(QUICK_JOB).id, poll=0.05, timeout=120)
+            assert job.status == "succeeded" and job.started_at is not None, job.error
+            latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
+    return latencies, round_trips
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _hammer(
-    url: str, seconds: float, concurrency: int, headers: dict[str, str], method: str = "GET"
+    url: str,
+    seconds: float,
+    concurrency: int,
+    headers: dict[str, str],
+    method: str = "GET",
+    pid: int | None = None,
 ) -> Rate:
-    """Requests/s and body MiB/s of `concurrency` clients asking `url` for `seconds`."""
+    """Requests/s, body MiB/s and the server's (`pid`) CPU ms per request of `concurrency`
+    clients asking `url` for `seconds`."""
     count = size = 0
+    cpu_before = cpu_seconds(pid) if pid else 0.0
     deadline = time.perf_counter() + seconds
 
     async def one_client(client: httpx.AsyncClient) -> None:
@@ -87,13 +112,15 @@ async def _hammer(
         start = time.perf_counter()
         await asyncio.gather(*(one_client(client) for _ in range(concurrency)))
         elapsed = time.perf_counter() - start
-        return Rate(count / elapsed, size / (1 << 20) / elapsed)
+        cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / max(count, 1) if pid else 0.0
+        return Rate(count / elapsed, size / (1 << 20) / elapsed, cpu_ms)
 
 
 @dataclass
 class Rate:
     requests: float  # per second
     mib: float  # body MiB per second
+    cpu_ms: float = 0.0  # the server's CPU time per request
 
 
 def throughput(
@@ -103,11 +130,16 @@ def throughput(
     headers: dict[str, str],
     concurrency: int = 8,
     method: str = "GET",
+    pids: tuple[int | None, int | None] = (None, None),
 ) -> tuple[list[Rate], list[Rate]]:
     our_rates, bare_rates = [], []
     for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits both alike
-        our_rates.append(asyncio.run(_hammer(ours, args.seconds, concurrency, headers, method)))
-        bare_rates.append(asyncio.run(_hammer(bare, args.seconds, concurrency, headers, method)))
+        our_rates.append(
+            asyncio.run(_hammer(ours, args.seconds, concurrency, headers, method, pids[0]))
+        )
+        bare_rates.append(
+            asyncio.run(_hammer(bare, args.seconds, concurrency, headers, method, pids[1]))
+        )
     return our_rates, bare_rates
 
 
@@ -158,6 +190,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-downloads", action="store_true")
     args = parser.parse_args()
 
     name = f"archsearch_bench_{uuid.uuid4().hex[:8]}"
@@ -170,15 +203,17 @@ def main() -> None:
         api, bare = start_servers(pg_url, name, tmp, started)
         with ArchsearchClient(api, token=token) as client:
             client.wait(client.submit(QUICK_JOB).id, timeout=120)  # warm the pool process
-            latencies = submit_to_running(client, args.jobs)
+            latencies, round_trips = submit_to_running(client, args.jobs, bare)
             job_id = client.list_jobs(limit=1).data[0].id
             small = max(client.artifacts(job_id), key=lambda a: a.size).name
         path = f"/v1/jobs/{job_id}"
         headers = {"Authorization": f"Bearer {token}"}
-        ours, theirs = throughput(api + path, bare + path, args, headers)
-        report(latencies, ours, theirs)
-        big = record_big_artifact(pg_url, tmp / "artifacts", job_id)
-        report_downloads(downloads(api, bare, job_id, [small, big], args, token))
+        pids = (started[0].popen.pid, started[2].popen.pid)  # the API, the bare app
+        ours, theirs = throughput(api + path, bare + path, args, headers, pids=pids)
+        report(latencies, round_trips, ours, theirs)
+        if not args.no_downloads:
+            big = record_big_artifact(pg_url, tmp / "artifacts", job_id)
+            report_downloads(downloads(api, bare, job_id, [small, big], args, token))
     finally:
         for proc in reversed(started):
             proc.stop()
@@ -209,13 +244,29 @@ def start_servers(pg_url: str, name: str, tmp: Path, started: list[procs.Proc]) 
     return f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{bare_port}"
 
 
-def report(latencies: list[float], ours: list[Rate], bare: list[Rate]) -> None:
+def report(
+    latencies: list[float], round_trips: list[float], ours: list[Rate], bare: list[Rate]
+) -> None:
     median, p95 = statistics.median(latencies), percentile(latencies, 0.95)
+    trip = statistics.median(round_trips)
     ratio = statistics.median(o.requests / b.requests for o, b in zip(ours, bare, strict=True))
     print(
         f"submit -> running over {len(latencies)} jobs (idle worker): "
         f"median {median:.1f} ms, p95 {p95:.1f} ms, max {max(latencies):.1f} ms  "
         f"[target median < 100 ms: {'met' if median < 100 else 'MISSED'}]"
+    )
+    print(
+        f"  bare round trip beside each submit: median {trip:.1f} ms; "
+        f"submit -> running / bare round trip (p50): {median / trip:.2f}x  "
+        f"[target <= 2: {'met' if median / trip <= 2 else 'MISSED'}]"
+    )
+    cpu = statistics.median(o.cpu_ms / b.cpu_ms for o, b in zip(ours, bare, strict=True))
+    print("GET /v1/jobs/{id} server CPU ms per request per round (8 concurrent clients):")
+    print("  archsearch: " + ", ".join(f"{r.cpu_ms:.2f}" for r in ours))
+    print("  bare route: " + ", ".join(f"{r.cpu_ms:.2f}" for r in bare))
+    print(
+        f"  ratio archsearch / bare (median of rounds): {cpu:.2f}x  "
+        f"[target <= 1.5: {'met' if cpu <= 1.5 else 'MISSED'}]"
     )
     print("GET /v1/jobs/{id} throughput, requests/s per round (8 concurrent clients):")
     print("  archsearch: " + ", ".join(f"{r.requests:.0f}" for r in ours))

@@ -3,13 +3,21 @@ settings and the CLI, and its safe defaults, are checked on the parsed files."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from archsearch.cli.main import main
 from archsearch.jobs.platform.settings import Settings
@@ -28,6 +36,8 @@ SECRETS = {
     "REDIS_PASSWORD",
     "MINIO_ROOT_USER",
     "MINIO_ROOT_PASSWORD",
+    "MINIO_APP_USER",
+    "MINIO_APP_PASSWORD",
     "SESSION_SECRET",
 }
 
@@ -127,7 +137,7 @@ def test_no_default_credentials() -> None:
         "postgresql://archsearch:filled-postgres-password@postgres:5432/archsearch"
     )
     assert env["ARCHSEARCH_BROKER_URL"] == "redis://:filled-redis-password@redis:6379/0"
-    assert env["ARCHSEARCH_S3_SECRET_ACCESS_KEY"] == "filled-minio-root-password"
+    assert env["ARCHSEARCH_S3_SECRET_ACCESS_KEY"] == "filled-minio-app-password"
     assert env["ARCHSEARCH_AUTH"] == "token"
     assert FILLED_SERVICES["postgres"]["environment"]["POSTGRES_PASSWORD"] == (
         "filled-postgres-password"
@@ -154,12 +164,27 @@ def test_ports_are_published_on_loopback_only() -> None:
         assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond this host"
 
 
+def dockerfile_stages() -> dict[str, list[str]]:
+    """The instruction lines of each named stage (`FROM ... AS name`), continuations joined."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in DOCKERFILE.replace("\\\n", " ").splitlines():
+        if line.startswith("FROM "):
+            current = stages.setdefault(line.split()[-1], [])
+        if line and line[0].isupper():
+            current.append(line)
+    return stages
+
+
 def test_containers_run_as_an_unprivileged_user() -> None:
-    users = [line.split()[1] for line in DOCKERFILE.splitlines() if line.startswith("USER ")]
-    assert users and users[-1].split(":")[0] not in {"root", "0"}
-    # USER comes after the last RUN, so nothing that runs at start is root.
-    lines = [line.split()[0] for line in DOCKERFILE.splitlines() if line and line[0].isupper()]
-    assert max(i for i, word in enumerate(lines) if word == "RUN") < lines.index("USER")
+    for name, lines in dockerfile_stages().items():
+        words = [line.split()[0] for line in lines]
+        if "ENTRYPOINT" not in words:
+            continue  # a stage only built upon
+        users = [line.split()[1] for line in lines if line.startswith("USER ")]
+        assert users and users[-1].split(":")[0] not in {"root", "0"}, name
+        # USER comes after the last RUN, so nothing that runs at start is root.
+        assert max(i for i, word in enumerate(words) if word == "RUN") < words.index("USER")
     assert not any("user" in svc for svc in SERVICES.values() if svc.get("build"))
 
 
@@ -193,3 +218,175 @@ def test_ci_runs_the_readme_test_command() -> None:
     )
     assert install_and_serve.endswith("archsearch serve")
     assert install_and_test in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+
+
+# ---- images, object-store user, compose schema ------------------------------------------
+
+SCHEMA = REPO_ROOT / "tests" / "compose" / "schemas" / "compose-spec.json"
+VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+ENGINE = {"torch", "torchdiffeq", "safetensors", "scikit-learn", "matplotlib", "onnx"}
+
+
+def check_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "check_jsonschema", "--schemafile", str(SCHEMA), str(path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_the_compose_file_is_valid_against_the_compose_spec(tmp_path: Path) -> None:
+    # As written (interpolation left to compose) and as compose sees it with .env filled.
+    assert check_schema(REPO_ROOT / "docker-compose.yml").returncode == 0
+    filled = tmp_path / "filled.yml"
+    filled.write_text(yaml.safe_dump(FILLED))
+    result = check_schema(filled)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The schema bites: a misspelt key is refused.
+    broken = tmp_path / "broken.yml"
+    broken.write_text(COMPOSE_TEXT.replace("    healthcheck:", "    healtcheck:", 1))
+    assert check_schema(broken).returncode == 1
+
+
+def test_the_api_and_workers_never_use_the_object_store_root() -> None:
+    for name, service in archsearch_services().items():
+        values = " ".join(str(v) for v in service["environment"].values())
+        assert "filled-minio-root" not in values, name
+        assert service["environment"]["ARCHSEARCH_S3_ACCESS_KEY_ID"] == "filled-minio-app-user"
+    bucket = FILLED_SERVICES["minio-bucket"]
+    script = " ".join(bucket["command"])
+    for step in ("mc admin user add", "mc admin policy create", "mc admin policy attach"):
+        assert step in script
+    assert "filled-minio" not in script  # secrets come from the environment
+    # The policy names the bucket of ARCHSEARCH_STORAGE_URL and nothing wider.
+    policy_file = REPO_ROOT / "deploy" / "minio" / "bucket-policy.json"
+    assert (
+        f"./{policy_file.relative_to(REPO_ROOT)}:/policy/bucket-policy.json:ro"
+        in (bucket["volumes"])
+    )
+    storage_url = archsearch_services()["api"]["environment"]["ARCHSEARCH_STORAGE_URL"]
+    bucket_name = storage_url.removeprefix("s3://").split("/")[0]
+    resources = {
+        r for st in json.loads(policy_file.read_text())["Statement"] for r in st["Resource"]
+    }
+    assert resources == {f"arn:aws:s3:::{bucket_name}", f"arn:aws:s3:::{bucket_name}/*"}
+    assert all(not a.startswith("s3:*") and "admin" not in a for a in policy_actions(policy_file))
+
+
+def policy_actions(path: Path) -> list[str]:
+    return [a for st in json.loads(path.read_text())["Statement"] for a in st["Action"]]
+
+
+def test_each_image_is_built_once_from_a_target_and_tagged() -> None:
+    stages = dockerfile_stages()
+    builds: dict[str, dict[str, Any]] = {}
+    for name, service in archsearch_services().items():
+        build, image = service["build"], service.get("image")
+        assert isinstance(build, dict) and build["target"] in stages, name
+        assert image and image.endswith(f":{VERSION}"), (name, image)
+        assert builds.setdefault(image, build) == build, f"{image} built two ways"
+    targets = {name: svc["build"]["target"] for name, svc in archsearch_services().items()}
+    assert targets == {
+        "migrate": "api",
+        "bootstrap": "api",
+        "api": "api",
+        "worker-cpu": "worker",
+        "worker-gpu": "worker",
+    }
+
+
+def test_the_api_has_a_healthcheck_in_compose_and_in_its_image() -> None:
+    api = FILLED_SERVICES["api"]
+    port = api["command"][api["command"].index("--port") + 1]
+    probe = " ".join(api["healthcheck"]["test"])
+    assert api["healthcheck"]["test"][0] == "CMD" and f"127.0.0.1:{port}/healthz" in probe
+    healthchecks = [line for line in dockerfile_stages()["api"] if line.startswith("HEALTHCHECK")]
+    assert healthchecks and "/healthz" in healthchecks[0] and " CMD " in healthchecks[0]
+
+
+def test_the_images_install_only_pinned_packages() -> None:
+    runs = [line for lines in dockerfile_stages().values() for line in lines]
+    installs = [part for line in runs for part in line.split("&&") if "pip install" in part]
+    assert installs and all("-c constraints.txt" in part for part in installs), installs
+    pins = dict(
+        line.split("==")
+        for line in (REPO_ROOT / "deploy" / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    wanted = extras["dependencies"] + [
+        r for extra in ("api", "server") for r in extras["optional-dependencies"][extra]
+    ]
+    for text in wanted:
+        requirement = Requirement(text)
+        if requirement.name == "archsearch":
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not pinned in deploy/constraints.txt"
+        assert requirement.specifier.contains(pins[name]), (text, pins[name])
+    assert not {canonicalize_name(Requirement(r).name) for r in api_extra()} & ENGINE
+
+
+def api_extra() -> list[str]:
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["api"]
+
+
+# The API process as `archsearch api` builds it, in a Python whose import system refuses
+# every module of a distribution the API image does not install (argv[1]: their names).
+API_PROCESS = """
+import importlib.abc, json, sys
+ABSENT = set(json.loads(sys.argv[1]))
+
+class NotInTheImage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ABSENT:
+            raise ModuleNotFoundError(f"{name} is not installed in the API image")
+
+sys.meta_path.insert(0, NotInTheImage())
+from archsearch.api.app import create_app
+from archsearch.cli.main import main
+from archsearch.server.processes import serve_team_api
+from archsearch.jobs.platform.broker import CeleryEnqueuer
+from archsearch.jobs.platform.services import Services
+from archsearch.jobs.platform.settings import Settings
+settings = Settings(broker_url="redis://127.0.0.1:1/0")
+create_app(Services.from_settings(settings), CeleryEnqueuer(settings))
+"""
+
+
+def closure(requirements: list[str], extras: tuple[str, ...] = ()) -> set[str]:
+    """The distributions these requirements install, from this machine's package metadata."""
+    found: set[str] = set()
+    todo = [(Requirement(text), extras) for text in requirements]
+    while todo:
+        requirement, _ = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if requirement.name == "archsearch" or (name, *sorted(requirement.extras)) in found:
+            continue
+        found |= {name, (name, *sorted(requirement.extras))}  # type: ignore[arg-type]
+        for text in metadata.distribution(requirement.name).requires or []:
+            sub = Requirement(text)
+            chosen = ("", *requirement.extras)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in chosen):
+                sub.marker = None
+                todo.append((sub, ()))
+    return {item for item in found if isinstance(item, str)}
+
+
+def test_the_api_image_installs_everything_the_api_process_imports(tmp_path: Path) -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    installed = closure(project["dependencies"] + api_extra()) | {"archsearch"}
+    absent = sorted(
+        module
+        for module, dists in metadata.packages_distributions().items()
+        if not {canonicalize_name(d) for d in dists} & installed
+    )
+    assert "torch" in absent and "fastapi" not in absent
+    env = {"PATH": "/usr/bin:/bin", "ARCHSEARCH_HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", API_PROCESS, json.dumps(absent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -99,7 +99,8 @@ def test_the_install_lines_name_the_right_extras() -> None:
     serve, test = (text.strip() for text in snippets("install"))
     assert serve == "pip install torch==2.13.0 -e '.[server]' && archsearch serve"
     assert test == "pip install torch==2.13.0 -e '.[server,dev]' && python -m pytest"
-    server_needs = " ".join(extras["server"])
+    assert "archsearch[api]" in extras["server"]  # the API's packages, then the engine's
+    server_needs = " ".join(extras["server"] + extras["api"])
     for package in ("torch", "fastapi", "uvicorn", "sqlalchemy", "alembic", "celery"):
         assert package in server_needs
     assert any(requirement.startswith("pytest") for requirement in extras["dev"])
@@ -156,8 +157,9 @@ def test_the_study_example_runs_as_written(embedded_url: str, tmp_path: Path) ->
     (study,) = fences("console")
     script = study_file + console_commands(study)
     shown = run_bash(script, tmp_path, {"ARCHSEARCH_URL": embedded_url}, timeout=1100)
-    assert "8 jobs" in shown and "Nothing was queued" in shown  # the dry run
-    assert "finished" in shown and "grow-p" in shown  # the status table of the ended study
+    assert "10 jobs" in shown and "Nothing was queued" in shown  # the dry run
+    assert "finished" in shown and "grow-p" in shown and "prune-units-d0.2" in shown
+    assert "rigl-d0.2" in shown
     folder = next(tmp_path.glob("study-*"))
     assert {"results.csv", "report.md"} <= {p.name for p in folder.iterdir()}
 

@@ -4,8 +4,9 @@ An embedded `archsearch serve` runs a prune job of an MLP and one of a CNN on MN
 subsets: the snippets check reproduction, not accuracy); their artifacts are downloaded with
 the client, as `archsearch download` does. Each snippet then runs in a fresh interpreter in a
 folder holding only `out/` (the download) and `mnist/` (the raw IDX files): the plain-PyTorch
-one on the MLP, the onnxruntime one on both. Each asserts the accuracy it computes equals the
-job's reported `test_accuracy`; the plain-PyTorch one must not import archsearch.
+one on the MLPs, the onnxruntime one on all (the MLP also pruned at unit granularity: its
+compact model is a smaller dense MLP). Each asserts the accuracy it computes equals the job's
+reported `test_accuracy`; the plain-PyTorch one must not import archsearch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ SMALL = {"name": "mnist", "train_subset": 2000}
 JOBS = {
     "mlp": {"model": {"name": "mlp", "hidden": [64, 32]}},
     "cnn": {"model": {"name": "cnn", "channels": [8, 16], "hidden": [32]}},
+    # Unit granularity: the compact model is a smaller dense network, every layer `dense`.
+    "mlp-units": {"model": {"name": "mlp", "hidden": [64, 32]}, "granularity": "unit"},
 }
 
 
@@ -74,9 +77,12 @@ def test_the_section_has_the_two_snippets() -> None:
     assert "archsearch" not in plain and "safetensors" in plain and "sparse_csr" in plain
 
 
-def test_plain_pytorch_snippet_reproduces_the_mlp_accuracy(downloads: dict[str, Path]) -> None:
+@pytest.mark.parametrize("job", ["mlp", "mlp-units"])
+def test_plain_pytorch_snippet_reproduces_the_mlp_accuracy(
+    downloads: dict[str, Path], job: str
+) -> None:
     plain, _ = SNIPPETS
-    shown = run_snippet(plain, downloads["mlp"])
+    shown = run_snippet(plain, downloads[job])
     assert shown.startswith("accuracy "), shown
 
 

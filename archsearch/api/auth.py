@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from archsearch.api.deps import AuthThrottleDep, ServicesDep, app_state
+from archsearch.api.freshness import VERIFIED_ENTRIES, VERIFIED_SECONDS
 from archsearch.api.signing import WebSession
 from archsearch.api.throttle import AuthThrottle, client_address
 from archsearch.api.web.session import (
@@ -25,8 +26,8 @@ from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authe
 from archsearch.jobs.domain.accounts.tokens import token_digest
 from archsearch.jobs.domain.errors import Unauthenticated
 
-TOKEN_CACHE_SECONDS = 5.0
-TOKEN_CACHE_SIZE = 10_000
+TOKEN_CACHE_SECONDS = VERIFIED_SECONDS
+TOKEN_CACHE_SIZE = VERIFIED_ENTRIES
 
 
 def new_token_cache() -> TTLCache[str, Principal]:

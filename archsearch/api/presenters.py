@@ -28,10 +28,13 @@ from archsearch.schemas.queue import WorkerPublic
 def job_with_queue_state(session: Session, job: Any, settings: Settings) -> JobPublic:
     """A job, and for a queued one its position and why it waits.
 
-    `job` is an ORM Job or a plain row of the jobs table (the polling path reads rows).
+    `job` is an ORM Job or a plain row of the jobs table (the polling path reads rows, with
+    the owner's name already joined: `repository.read_job_row`).
     """
     public = JobPublic.model_validate(job)
-    public.owner_name = accounts_repository.user_names(session, [job.owner_id]).get(job.owner_id)
+    if not hasattr(job, "owner_name"):
+        names = accounts_repository.user_names(session, [job.owner_id])
+        public.owner_name = names.get(job.owner_id)
     if job.status == JobStatus.queued:
         public.queue_position = scheduler.queue_position(session, job)
         public.pending_reason = scheduler.pending_reason(

@@ -16,13 +16,10 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from archsearch.api.freshness import VERIFIED_ENTRIES, VERIFIED_SECONDS
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.tables import Artifact
 from archsearch.jobs.platform.store import ArtifactStore
-
-# As long as a verified token is trusted (api/auth.py): a deleted job's file stops being
-# served within the same few seconds.
-RECENT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ class RecentArtifacts:
     deleted or rewritten file goes back to the database. Like a cached token, a deleted
     job's file stops being served within `seconds` even if the file lingers."""
 
-    def __init__(self, seconds: float = RECENT_SECONDS, size: int = 10_000) -> None:
+    def __init__(self, seconds: float = VERIFIED_SECONDS, size: int = VERIFIED_ENTRIES) -> None:
         self._rows: TTLCache[tuple[Any, ...], tuple[Served, tuple[int, ...]]] = TTLCache(
             maxsize=size, ttl=seconds
         )

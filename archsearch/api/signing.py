@@ -23,8 +23,14 @@ class WebSession:
     @property
     def principal_key(self) -> str:
         """This session's key in the process's cache of verified principals, shared by the
-        API routes and the dashboard's pages (bearer tokens are keyed by their digest)."""
-        return token_digest(f"session {self.token_digest}")
+        API routes and the dashboard's pages (bearer tokens are keyed by their digest). One
+        key per session, not per token: signing one session out leaves the others cached."""
+        return token_digest(f"session {self.token_digest} {self.csrf}")
+
+    @property
+    def session_digest(self) -> str:
+        """The key of this session once signed out (its random CSRF token is its id)."""
+        return token_digest(f"signed out {self.csrf}")
 
 
 def new_session(token: str) -> WebSession:

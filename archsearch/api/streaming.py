@@ -29,7 +29,7 @@ from archsearch.schemas.streams import StreamMetric, StreamPosition
 
 RowT = TypeVar("RowT", MetricRow, JobEvent)
 
-TICK_SECONDS = 0.25
+TICK_SECONDS = 0.1  # a point waits half a tick on average before it is read
 PING_SECONDS = 15.0  # proxies close connections idle for about a minute
 QUEUE_TICKS = 512  # how many ticks of frames a client may lag before it is dropped
 READ_LIMIT = 5000  # rows per kind and tick: a long backlog arrives over a few ticks

@@ -31,7 +31,6 @@ from archsearch.jobs.platform.migrate import (
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
-from archsearch.worker.app import create_app as create_worker_app
 
 console = Console(stderr=True)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -195,6 +194,10 @@ def run_worker(settings: Settings, device: str, extra: list[str]) -> None:
         supervise_one_per_gpu(gpus, extra)
         return
     kind = "cuda" if gpus else "cpu"
+    # Imported here, not at the top: the API image has no torch, and `archsearch api`,
+    # `db upgrade` and `admin bootstrap` go through this module too.
+    from archsearch.worker.app import create_app as create_worker_app
+
     app = create_worker_app(settings.model_copy(update={"worker_device": kind}))
     queues = f"{settings.queue_name},{settings.queue_name}.{kind}"
     app.worker_main(["worker", "--loglevel=INFO", "--concurrency=1", "-Q", queues, *extra])

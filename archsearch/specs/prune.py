@@ -24,7 +24,7 @@ from archsearch.specs.families import ModelConfig
 from archsearch.specs.model_configs import MLPConfig
 from archsearch.specs.train import JobBase
 
-Baseline = Literal["random", "magnitude", "imp", "reshuffle"]
+Baseline = Literal["random", "magnitude", "imp", "reshuffle", "rigl"]
 Granularity = Literal["weight", "unit"]
 # Families whose units (neurons, channels) can be masked and then removed by compaction.
 UNIT_FAMILIES = ("mlp", "cnn", "vgg", "mobilenet_v1")
@@ -71,6 +71,27 @@ class PenaltySpec(Frozen):
     gamma: float = Field(default=1e-3, gt=0, description="initial (or constant) strength")
     reach_fraction: float = Field(default=0.6, gt=0, le=1)
     adapt_rate: float = Field(default=1.25, gt=1, le=10)
+
+
+class RigLSpec(Frozen):
+    """Dynamic sparse training, RigL ("Rigging the Lottery", Evci et al., 2020, section 3).
+
+    Defaults of the paper: every `update_interval` steps drop the `drop_fraction` * cos-decayed
+    smallest-magnitude active weights of each layer and grow as many inactive ones with the
+    largest dense gradient (grown weights start at zero), until `end_fraction` of the
+    training; layer densities by Erdos-Renyi-Kernel (`erk`) or the same in every layer.
+    """
+
+    update_interval: int = Field(default=100, ge=1, le=1_000_000, description="steps")
+    drop_fraction: float = Field(
+        default=0.3, gt=0, lt=1, description="fraction of active weights swapped at step 0"
+    )
+    end_fraction: float = Field(
+        default=0.75, gt=0, le=1, description="updates stop after this fraction of the steps"
+    )
+    distribution: Literal["erk", "uniform"] = Field(
+        default="erk", description="per-layer densities: Erdos-Renyi-Kernel or uniform"
+    )
 
 
 # Defaults of `weights: free` ("Disentangling Neural Architectures and Weights"), measured on
@@ -123,6 +144,12 @@ class PruneJob(JobBase):
         description="learned: weights and masks trained jointly; free: weights fixed to one, "
         "only masks are trained (a {0,1} network)",
     )
+    algorithm: Literal["two_temperature", "rigl"] = Field(
+        default="two_temperature",
+        description="two_temperature: learn the masks (the paper's method); rigl: dynamic "
+        "sparse training at `density` for the same epochs (the RigL baseline, see `rigl`)",
+    )
+    rigl: RigLSpec = RigLSpec()
     temperatures: TemperatureSpec = TemperatureSpec()
     penalty: PenaltySpec = PenaltySpec()
     logit_init: float = Field(default=0.05, gt=0, le=1, description="initial mask logit")
@@ -175,6 +202,19 @@ class PruneJob(JobBase):
         return self
 
     @model_validator(mode="after")
+    def _rigl_trains_weights_at_a_density(self) -> PruneJob:
+        if self.algorithm != "rigl" and "rigl" not in self.baselines:
+            return self
+        if self.density is None:
+            raise ValueError("density: rigl trains at a fixed density; set 'density'")
+        if self.weights != "learned" or self.granularity != "weight":
+            raise ValueError(
+                "algorithm: rigl moves single weights; it needs weights 'learned' and "
+                "granularity 'weight'"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _units_need_a_unit_family(self) -> PruneJob:
         if self.granularity == "unit" and self.model.name not in UNIT_FAMILIES:
             raise ValueError(
@@ -184,8 +224,9 @@ class PruneJob(JobBase):
         return self
 
     def training_rounds(self) -> int:
-        """Mask training plus the IMP / magnitude baselines' rounds, each `training.epochs`."""
-        rounds = 1
+        """Mask training plus the IMP / magnitude / RigL baselines' rounds, each
+        `training.epochs`."""
+        rounds = 1 + ("rigl" in self.baselines)
         if "imp" in self.baselines:
             rounds += len(imp_schedule([self.density or 1.0], IMP_PRUNE_FRACTION))
         if "magnitude" in self.baselines:

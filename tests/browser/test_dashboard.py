@@ -182,3 +182,27 @@ def test_the_keyboard_reaches_the_navigation_and_the_form(
         assert link in reached
     assert {"method", "f-dataset.name", "f-training.epochs", "submit"} <= set(reached)
     assert console_errors == []
+
+
+@pytest.mark.slow  # a prune job through the worker, then the page: about 20 s under load
+def test_a_unit_pruned_job_page_lists_the_units_each_layer_kept(
+    alice: Page, api_url: str, accounts: Accounts, console_errors: ConsoleErrors
+) -> None:
+    token = accounts.tokens["alice"]
+    spec = {
+        "method": "prune",
+        "dataset": {"name": "digits"},
+        "model": {"name": "mlp", "hidden": [24, 16]},
+        "granularity": "unit",
+        "density": 0.25,
+        "training": {"epochs": 1},
+    }
+    job_id = submit(api_url, token, spec)
+    assert wait_status(api_url, token, job_id)["status"] == "succeeded"
+    alice.goto(f"{api_url}/jobs/{job_id}")
+    rows = alice.locator("#units tbody tr")
+    expect(rows).to_have_count(2, timeout=EVENT_TIMEOUT_MS)
+    cells = [rows.nth(i).locator("td").all_inner_texts()[:4] for i in range(2)]
+    assert cells == [["layers.0", "layers.1", "24", "6"], ["layers.1", "layers.2", "16", "4"]]
+    expect(alice.locator("#layers tbody tr")).to_have_count(3)  # the compact model's layers
+    assert console_errors == []

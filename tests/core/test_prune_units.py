@@ -12,11 +12,13 @@ import torch
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.export import load_model, tensors_from_bytes
+from archsearch.core.methods import transfer
 from archsearch.core.methods.prune import run
 from archsearch.core.models import Architecture
 from archsearch.core.nn.masked import hard_masks, masked_layers, set_masks
 from archsearch.core.pruning.build import build_masked_model, plain_model
 from archsearch.core.pruning.compact import compact_model
+from archsearch.core.pruning.units import as_unit_masks, as_weight_masks
 from archsearch.specs import parse_job_spec
 
 FAMILIES = {
@@ -146,6 +148,22 @@ def test_unit_prune_job_reaches_unit_density_and_ships_a_small_dense_model(
         )
     deployment = json.loads(art["deployment.json"])
     assert deployment["size"]["macs_compact"] < 0.45 * deployment["size"]["macs_dense"]
+    # The job page's layer table: units per pruned layer, as many as the compact model has.
+    rows = {row["layer"]: row for row in json.loads(art["density.json"])["units"]}
+    widths = {
+        "mlp": {"layers.0": 24, "layers.1": 16},
+        "cnn": {"features.0.0": 6, "features.1.0": 8, "head.0": 12},
+    }
+    assert {name: row["units"] for name, row in rows.items()} == widths[family]
+    assert all(row["kept"] == round(0.25 * row["units"]) for row in rows.values())
+    kept = [rows[name]["kept"] for name in widths[family]]
+    assert kept == list(compact_config["hidden" if family == "mlp" else "channels"]) + (
+        [] if family == "mlp" else list(compact_config["hidden"])
+    )
+    assert "Pruned at unit granularity" in art["model-card.md"].decode()
+    assert result.metrics["parameters"] == result.metrics["parameters_compact"], (
+        "a cut unit's own weights are no parameters of the deployed model"
+    )
     # The mask files are weight-shaped at either granularity (what `transfer` reads).
     for file in ("mask.safetensors", "mask-random.safetensors"):
         for name, mask in tensors_from_bytes(art[file]).items():
@@ -170,3 +188,57 @@ def test_unit_l1_magnitude_baseline_keeps_the_largest_filters(digits) -> None:
 def test_unit_granularity_rejects_families_without_units() -> None:
     with pytest.raises(ValueError, match="granularity 'unit'"):
         unit_spec(model={"name": "neural_graph"})
+
+
+@pytest.fixture(scope="module")
+def unit_source(digits) -> InMemoryContext:
+    source = InMemoryContext()
+    run(unit_spec(model=FAMILIES["mlp"][0], density=0.5, training={"epochs": 1}), digits, source)
+    return source
+
+
+@pytest.mark.parametrize("mask", ["random", "reshuffle"])
+def test_transfer_baselines_of_a_unit_mask_draw_whole_units(
+    digits, unit_source: InMemoryContext, mask: str
+) -> None:
+    source = unit_source
+    arch = Architecture.from_json(source.artifacts["architecture.json"])
+    learned = as_unit_masks(tensors_from_bytes(source.artifacts["mask.safetensors"]), arch)
+    assert learned is not None, "a unit job's mask file is read back as units"
+    spec = parse_job_spec(
+        {
+            "method": "transfer",
+            "source_job": "src",
+            "mask": mask,
+            "dataset": {"name": "digits", "samples_per_class": 5},
+            "training": {"epochs": 1, "seed": 3},
+        }
+    )
+    ctx = InMemoryContext(other_jobs={"src": source.artifacts})
+    transfer.run(spec, digits, ctx)
+    drawn = as_unit_masks(tensors_from_bytes(ctx.artifacts["mask.safetensors"]), arch)
+    assert drawn is not None, "whole units drawn, not single weights"
+    assert {n: int(m.sum()) for n, m in drawn.items()} == {
+        n: int(m.sum()) for n, m in learned.items()
+    }, "every layer keeps its number of units"
+    assert any(not torch.equal(drawn[n], learned[n]) for n in learned), "other units"
+
+
+def test_unit_masks_are_told_apart_from_weight_masks() -> None:
+    config, shape = FAMILIES["cnn"]
+    arch = Architecture(
+        parse_job_spec({"method": "prune", "model": config, "dataset": {"name": "digits"}}).model,
+        shape,
+        10,
+    )
+    model = build_masked_model(unit_spec(model=config), arch)
+    generator = torch.Generator().manual_seed(0)
+    units = {
+        n: torch.rand(m.shape, generator=generator) < 0.5 for n, m in hard_masks(model).items()
+    }
+    weights = as_weight_masks(units, arch)
+    assert all(weights[n].shape == layer.weight.shape for n, layer in masked_layers(model))
+    back = as_unit_masks(weights, arch)
+    assert back is not None and all(torch.equal(back[n], units[n]) for n in units)
+    single = {n: torch.rand(m.shape, generator=generator) < 0.5 for n, m in weights.items()}
+    assert as_unit_masks(single, arch) is None, "connection masks are not unit masks"

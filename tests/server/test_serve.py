@@ -13,6 +13,7 @@ from urllib.parse import urljoin, urlparse
 
 import httpx
 import pytest
+import torch
 
 from tests.embedded import embedded_env, start_embedded
 from tests.service import procs
@@ -64,3 +65,17 @@ def test_the_docs_load_nothing_from_another_host(served: tuple[procs.Proc, int],
     for asset in assets:
         response = httpx.get(urljoin(base + page, asset))
         assert response.status_code == 200 and len(response.content) > 0, asset
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_cuda_job_on_a_server_without_cuda_is_refused_not_queued(
+    served: tuple[procs.Proc, int],
+) -> None:
+    _, port = served
+    base = f"http://127.0.0.1:{port}"
+    spec = {"method": "train", "dataset": {"name": "digits"}, "resources": {"device": "cuda"}}
+    answer = httpx.post(f"{base}/v1/jobs", json=spec, timeout=60)
+    assert answer.status_code == 422, answer.text
+    [problem] = answer.json()["detail"]
+    assert problem["field"] == "resources.device" and "'auto'" in problem["message"]
+    assert httpx.get(f"{base}/v1/jobs", timeout=60).json()["data"] == []

@@ -210,3 +210,13 @@ def test_the_models_commands(
     assert (out / "model.safetensors").read_bytes() == weights
     missing = runner.invoke(main, ["models", "download", f"{name}@staging"])
     assert missing.exit_code == 1 and "no alias 'staging'" in missing.output
+
+
+def test_a_file_by_version_needs_a_version_number(
+    api_url: str, auth_headers: dict[str, str]
+) -> None:
+    for path, field in (("versions/0", "path.ref"), ("numbers/2", "path.by")):
+        url = f"{api_url}/v1/models/any/{path}/artifacts/model.safetensors"
+        answer = httpx.get(url, headers=auth_headers)
+        assert answer.status_code == 422, answer.text
+        assert [problem["field"] for problem in answer.json()["detail"]] == [field]

@@ -18,8 +18,14 @@ from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.repository import Placement
-from archsearch.jobs.domain.jobs.scheduler import claim_next, pending_reason, queue_position
-from archsearch.jobs.domain.tables import Job, JobStatus, RunningCount
+from archsearch.jobs.domain.jobs.scheduler import (
+    CANDIDATE_WINDOW,
+    claim_next,
+    pending_reason,
+    queue_position,
+)
+from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus, RunningCount
+from archsearch.jobs.domain.usage.tables import JobAttempt
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
@@ -110,9 +116,8 @@ def test_team_quota_and_device_placement(db: sessionmaker[Session], people: dict
             pending_reason(session, session.get(Job, jobs[3]), Settings())
             == "team quota 3/3 in use"
         )
-        assert (
-            pending_reason(session, session.get(Job, gpu_job), Settings())
-            == "waiting for a worker with a CUDA device"
+        assert pending_reason(session, session.get(Job, gpu_job), Settings()).startswith(
+            "waiting for a worker with a CUDA device"
         )
     assert claim(db, Offer("cuda", 16.0)) == gpu_job
 
@@ -126,6 +131,31 @@ def test_higher_priority_jobs_ahead_are_counted(db: sessionmaker[Session], peopl
         settings = Settings(broker_url=None)
         assert queue_position(session, job) == 4
         assert pending_reason(session, job, settings) == "3 higher-priority jobs ahead"
+
+
+def test_a_claim_passes_a_window_held_by_others_and_opens_the_run(
+    db: sessionmaker[Session], people: dict
+) -> None:
+    """Other claimers hold every job of the fair-share window: the claim takes the first
+    free job beyond it in the same statement, with its event and its usage row."""
+    jobs = [submit(db, people, "carol") for _ in range(CANDIDATE_WINDOW + 2)]
+    holder = db()
+    held = select(Job.id).order_by(Job.priority.desc(), Job.created_at, Job.id)
+    holder.execute(held.limit(CANDIDATE_WINDOW).with_for_update())  # another claimer's locks
+    try:
+        assert claim(db, worker="w1") == jobs[CANDIDATE_WINDOW]
+    finally:
+        holder.rollback()
+        holder.close()
+    assert claim(db, worker="w2") == jobs[0]
+    with db() as session:
+        runs = session.scalars(select(JobAttempt).order_by(JobAttempt.started_at)).all()
+        assert [(r.job_id, r.attempt, r.worker, r.device) for r in runs] == [
+            (jobs[CANDIDATE_WINDOW], 1, "w1", "cpu"),
+            (jobs[0], 1, "w2", "cpu"),
+        ]
+        started = session.scalars(select(JobEvent.job_id).where(JobEvent.to_status == "running"))
+        assert sorted(started) == sorted([jobs[CANDIDATE_WINDOW], jobs[0]])
 
 
 def test_concurrent_claimers_never_run_a_job_twice(db: sessionmaker[Session], people: dict) -> None:

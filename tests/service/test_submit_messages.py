@@ -135,7 +135,7 @@ def test_a_study_dry_run_costs_the_study_and_queues_nothing(
     answer = client.post("/v1/studies", params={"dry_run": "true"}, json=study)
     assert answer.status_code == 200, answer.text
     plan = answer.json()
-    assert plan["jobs"] == 16 and sum(arm["jobs"] for arm in plan["arms"]) == 16
+    assert plan["jobs"] == 20 and sum(arm["jobs"] for arm in plan["arms"]) == 20
     assert {arm["method"] for arm in plan["arms"]} == {"train", "prune", "search", "grow"}
     assert all(arm["optimizer_steps"] <= plan["budget_steps"] for arm in plan["arms"])
     assert plan["optimizer_steps"] == sum(a["optimizer_steps"] * a["jobs"] for a in plan["arms"])

@@ -5,8 +5,11 @@ real files built in tmp_path, each at that budget: a zip of a few kilobytes of P
 decode to most of it (before the fix such a zip cost 16x its pixels), a .csv parsed row by
 row, and a 40 MiB .npz. The process's peak resident memory (VmHWM, reset before each upload)
 must grow by less than twice the budget; a zip decoding past the budget is a 413 naming the
-setting, within the same bound. While an upload is processed, `GET /v1/jobs/{id}` keeps
-being answered (its latency targets live in bench/upload.py, not in a timed test).
+setting, within the same bound. Bombs (a zip of zeros, a huge PNG, a .csv line of millions
+of fields, an .npz declaring a huge array, zips inside a zip) are refused while growing the
+process by at most 1.2 times the budget, and leave nothing in the store. While an upload is
+processed, `GET /v1/jobs/{id}` keeps being answered (its latency targets live in
+bench/upload.py, not in a timed test).
 """
 
 from __future__ import annotations
@@ -25,10 +28,15 @@ from tests.service.upload_probe import (
     QUICK_JOB,
     PeakMemory,
     Sampler,
+    csv_bomb,
     csv_file,
+    image_bomb,
     image_zip,
+    nested_zip_bomb,
+    npz_bomb,
     npz_file,
     upload,
+    zip_bomb,
 )
 
 pytestmark = pytest.mark.service
@@ -37,13 +45,18 @@ BUDGET = 64 * MIB
 
 
 @pytest.fixture(scope="module")
+def budget_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("budget-artifacts")
+
+
+@pytest.fixture(scope="module")
 def budget_api(
-    service_env: dict[str, str], log_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    service_env: dict[str, str], log_dir: Path, budget_store: Path
 ) -> Iterator[tuple[str, procs.Proc]]:
     env = {
         **service_env,
         "ARCHSEARCH_UPLOAD_MAX_MEMORY_BYTES": str(BUDGET),
-        "ARCHSEARCH_ARTIFACT_ROOT": str(tmp_path_factory.mktemp("budget-artifacts")),
+        "ARCHSEARCH_ARTIFACT_ROOT": str(budget_store),
     }
     port = procs.free_port()
     proc = procs.start("api-upload-budget", ["api", "--port", str(port)], env, log_dir)
@@ -92,6 +105,47 @@ def test_a_zip_decoding_past_the_budget_is_refused_naming_the_setting(
     assert peak.growth() < 2 * BUDGET
     listed = httpx.get(f"{url}/v1/datasets", headers=headers, timeout=30).json()["data"]
     assert not [d for d in listed if d.get("name") == "bigger.zip"]
+
+
+def _bomb(kind: str, folder: Path) -> Path:
+    if kind == "zip":  # 400 MiB of zeros in one image entry: 0.4 MiB on disk
+        return zip_bomb(folder / "zeros.zip", 400)
+    if kind == "image":  # a 4000x4000 PNG (under the pixel limit): 48 MiB kept, 176 decoding
+        return image_bomb(folder / "pixels.zip", 4000)
+    if kind == "csv":  # a header of 16 million fields: 32 MiB of text, ~400 MiB parsed
+        return csv_bomb(folder / "wide.csv", 16_000_000)
+    if kind == "npz":  # x declares and holds 300 MiB of float64 zeros
+        return npz_bomb(folder / "zeros.npz", 300, (300 * MIB // 8,))
+    return nested_zip_bomb(folder / "nested.zip", 400)
+
+
+def _stored_files(root: Path) -> set[Path]:
+    return {path for path in root.rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("kind", ["zip", "image", "csv", "npz", "nested"])
+def test_a_bomb_is_refused_before_it_grows_the_api_past_the_budget(
+    budget_api: tuple[str, procs.Proc],
+    budget_store: Path,
+    headers: dict[str, str],
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    url, proc = budget_api
+    path = _bomb(kind, tmp_path)
+    before = _stored_files(budget_store)
+    peak = PeakMemory(proc.popen.pid)
+    peak.reset()
+    answer = upload(url, headers, path)
+    growth = peak.growth()
+    print(
+        f"{kind} bomb: {path.stat().st_size / MIB:.2f} MiB sent, {answer.status_code}, "
+        f"API peak +{growth / MIB:.1f} MiB (budget {BUDGET / MIB:.0f} MiB)"
+    )
+    assert answer.status_code in (413, 422), answer.text
+    assert answer.json()["error"] in ("too_large", "invalid_request"), answer.text
+    assert growth <= 1.2 * BUDGET, f"{kind}: {growth / MIB:.0f} MiB"
+    assert _stored_files(budget_store) == before
 
 
 def test_other_requests_are_answered_while_an_upload_is_processed(

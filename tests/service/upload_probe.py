@@ -61,6 +61,72 @@ def image_zip(path: Path, count: int, side: int) -> Path:
     return path
 
 
+def zeros_entry(archive: zipfile.ZipFile, name: str, mib: int, head: bytes = b"") -> None:
+    """Write `head` then `mib` MiB of zeros as one deflated entry, streamed (a few hundred
+    bytes of output per MiB; the test process never holds the zeros)."""
+    zeros = bytes(MIB)
+    with archive.open(name, "w", force_zip64=True) as entry:
+        entry.write(head)
+        for _ in range(mib):
+            entry.write(zeros)
+
+
+def zip_bomb(path: Path, mib: int) -> Path:
+    """A zip whose one image entry is `mib` MiB of zeros: under a MiB on disk."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        zeros_entry(archive, "c0/0.png", mib)
+    return path
+
+
+def nested_zip_bomb(path: Path, mib: int) -> Path:
+    """A zip holding zip bombs, once as a class folder's entry and once beside them."""
+    inner = zip_bomb(path.with_suffix(".inner"), mib).read_bytes()
+    path.with_suffix(".inner").unlink()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("c0/0.png", inner)
+        archive.writestr("c1/1.zip", inner)
+    return path
+
+
+def image_bomb(path: Path, side: int) -> Path:
+    """A zip of one black RGB PNG of side x side pixels: kilobytes whose 3 bytes a pixel
+    fit the budget, while the decoder's copies take 11."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side)).save(buffer, "PNG", compress_level=1)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("c0/0.png", buffer.getvalue())
+    return path
+
+
+def csv_bomb(path: Path, fields: int) -> Path:
+    """A .csv whose header is one line of `fields` one-letter names: 2 bytes a field on
+    disk, about 8 in a parsed list of Python strings (more once copied)."""
+    with open(path, "w") as handle:
+        handle.write("label")
+        for _ in range(fields // 1_000_000):
+            handle.write(",a" * 1_000_000)
+        handle.write("\n0" + ",0" * 3 + "\n")
+    return path
+
+
+def npz_bomb(path: Path, mib: int, declared: tuple[int, ...]) -> Path:
+    """An .npz whose x.npy declares float64 `declared` and holds `mib` MiB of zeros."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": declared}
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        zeros_entry(archive, "x.npy", mib, header.getvalue())  # the header starts with magic
+        archive.writestr("y.npy", _npy(np.zeros(4, dtype=np.int64)))
+    return path
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
 class PeakMemory:
     """The growth of a process's resident memory at its worst since `reset`."""
 

@@ -8,7 +8,7 @@ Range and HEAD.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path, Request, Response, status
 from fastapi.responses import FileResponse
@@ -19,6 +19,7 @@ from archsearch.api.deps import ReadSessionDep, ServicesDep, SessionDep, StoreDe
 from archsearch.api.downloads import DOWNLOAD_RESPONSES, serve_stored
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.served_files import Served
+from archsearch.core.errors import UserError
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.models import service
 from archsearch.schemas.models import (
@@ -98,40 +99,27 @@ def remove_alias(name: str, alias: str, session: SessionDep, principal: CurrentU
 
 
 @router.get(
-    "/{name}/versions/{version}/artifacts/{file}",
+    "/{name}/{by}/{ref}/artifacts/{file}",
     response_class=FileResponse,
     responses=DOWNLOAD_RESPONSES,
 )
-@router.head("/{name}/versions/{version}/artifacts/{file}", include_in_schema=False)
-async def download_version_file(
+@router.head("/{name}/{by}/{ref}/artifacts/{file}", include_in_schema=False)
+async def download_model_file(
     name: str,
-    version: Version,
+    by: Annotated[Literal["versions", "aliases"], Path(description="how `ref` names the version")],
+    ref: Annotated[str, Path(description="a version number (versions/2) or an alias")],
     file: str,
     request: Request,
     session: ReadSessionDep,
     services: ServicesDep,
     principal: CurrentUser,
 ) -> Response:
-    served = await session.run_sync(_served, principal, name, str(version), file)
-    return await serve_stored(served, request, services.store, services.settings)
-
-
-@router.get(
-    "/{name}/aliases/{alias}/artifacts/{file}",
-    response_class=FileResponse,
-    responses=DOWNLOAD_RESPONSES,
-)
-@router.head("/{name}/aliases/{alias}/artifacts/{file}", include_in_schema=False)
-async def download_alias_file(
-    name: str,
-    alias: str,
-    file: str,
-    request: Request,
-    session: ReadSessionDep,
-    services: ServicesDep,
-    principal: CurrentUser,
-) -> Response:
-    served = await session.run_sync(_served, principal, name, alias, file)
+    """A file of a model version, the version named by number or by alias."""
+    if by == "versions" and not (ref.isdigit() and int(ref) >= 1):
+        error = UserError(f"a version number is 1 or more, not {ref!r}; or use aliases/{ref}")
+        error.field = "path.ref"
+        raise error
+    served = await session.run_sync(_served, principal, name, ref, file)
     return await serve_stored(served, request, services.store, services.settings)
 
 

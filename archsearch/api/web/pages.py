@@ -264,6 +264,8 @@ def sign_out(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
     web = web_session.session_of(request)
     if web is not None:
         web_session.check_form_csrf(request, web, csrf)
+        with _services(request).sessions() as session, session.begin():
+            web_session.sign_out(request, session, web)
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(web_session.COOKIE, httponly=True, samesite="strict")
     return response

@@ -5,6 +5,7 @@ Team mode. Signing in with an API token sets an HttpOnly, SameSite=Strict cookie
 digest (the key of its row, not the token: a stolen cookie is no bearer token) and a random
 CSRF token. Every request with the cookie re-checks the token's row (cached as bearer
 tokens are, `auth.TOKEN_CACHE_SECONDS`), so a revoked or expired token ends the session.
+Signing out ends it on the server too: a copy of the cookie replayed later is refused.
 
 CSRF: SameSite=Strict already keeps the cookie off cross-site requests; in depth, every
 state-changing request authenticated by the cookie must also send the session's CSRF token
@@ -16,14 +17,17 @@ from __future__ import annotations
 
 import hmac
 import logging
+from datetime import timedelta
 
 from sqlalchemy.orm import Session
 from starlette.requests import HTTPConnection
 
 from archsearch.api.deps import app_state
 from archsearch.api.signing import WebSession
+from archsearch.jobs.domain.accounts import repository as accounts
 from archsearch.jobs.domain.accounts.service import Principal, principal_for_digest
-from archsearch.jobs.domain.errors import Forbidden
+from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.errors import Forbidden, Unauthenticated
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +70,23 @@ def own_origin(connection: HTTPConnection) -> str:
 
 
 def principal_for_session(session: Session, web: WebSession) -> Principal:
-    """The token's owner, by the same check as a bearer token's (`accounts.service`)."""
+    """The token's owner, by the same check as a bearer token's (`accounts.service`), unless
+    this session was signed out."""
+    if accounts.is_signed_out(session, web.session_digest):
+        raise Unauthenticated("this session was signed out; sign in again")
     return principal_for_digest(
         session,
         web.token_digest,
         unknown="this session's token no longer exists; sign in again",
         renew="sign in with a new one",
     )
+
+
+def sign_out(connection: HTTPConnection, session: Session, web: WebSession) -> None:
+    """End the session on the server: remembered as signed out until its cookie would have
+    expired, and forgotten by this process's cache at once (another API process's cache
+    holds it for at most `auth.TOKEN_CACHE_SECONDS`)."""
+    state = app_state(connection)
+    expires_at = utcnow() + timedelta(seconds=state.session_signer.max_age)
+    accounts.sign_out_session(session, web.session_digest, expires_at)
+    state.token_cache.pop(web.principal_key, None)

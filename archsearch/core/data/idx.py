@@ -44,9 +44,9 @@ def _size_error(source: str, shape: tuple[int, ...], expected: int, held: str) -
     )
 
 
-def parse_idx(raw: bytes, source: str = "<bytes>") -> np.ndarray:
+def parse_idx(raw: bytes | bytearray, source: str = "<bytes>") -> np.ndarray:
     """Decode the bytes of one IDX file into an array of its declared shape."""
-    dtype, ndim = _header(raw[:4], source)
+    dtype, ndim = _header(bytes(raw[:4]), source)
     header_end = 4 + 4 * ndim
     shape = struct.unpack(f">{ndim}I", raw[4:header_end])
     expected = int(np.prod(shape)) * dtype.itemsize

@@ -61,6 +61,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         f"- Method: `{d['method']}`, {_paper_of(d['method'])}",
         f"- Dataset: `{d['dataset']}`; classes: {', '.join(pre['class_names']) or '-'}",
         f"- Seed: {d['seed']}",
+        *_granularity_lines(spec),
         f"- Test accuracy of the deployed model: {d['test_accuracy']:.4f}",
         f"- Input: float32 {tuple(pre['input_shape'])}, x = (raw / {pre['scale']:g} - mean) / std,"
         f" mean {list(pre['mean'])}, std {list(pre['std'])}",
@@ -75,6 +76,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         f"Per-layer forms: {_forms_line(d['forms'])}",
         "",
+        *_graph_lines(d),
         PLAIN_PYTORCH,
         "",
         f"## ONNX\n\n{onnx_line}",
@@ -87,6 +89,28 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _granularity_lines(spec: dict[str, Any]) -> list[str]:
+    if spec.get("granularity") != "unit":
+        return []
+    return [
+        "- Pruned at unit granularity: whole neurons and channels were removed, so the compact "
+        "model is a smaller dense network of its family (`density.json` lists the units kept)"
+    ]
+
+
+def _graph_lines(d: dict[str, Any]) -> list[str]:
+    graph = d.get("graph_form")
+    if graph is None:
+        return []
+    if not graph["compiled"]:
+        return [f"Graph: {graph['form']}.", ""]
+    return [
+        f"Graph: {graph['form']}; {graph['products']} products. The 'compact' column and "
+        "`model.onnx` are this compiled form.",
+        "",
+    ]
 
 
 def _forms_line(forms: list[dict[str, Any]]) -> str:
@@ -107,4 +131,6 @@ def _onnx_line(onnx: dict[str, Any]) -> str:
             f"; {onnx.get('form', '')}. Runs in {onnx['runtime']} at "
             f"{_ms(lat['batch_1_s'])} (batch 1), {_ms(lat['batch_64_s'])} (batch 64)"
         )
+        if "latency_call" in onnx:
+            line += f", called through {onnx['latency_call']}"
     return line

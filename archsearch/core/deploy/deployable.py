@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from archsearch.core.deploy.compiled_graph import compile_graphs
 from archsearch.core.deploy.forms import apply_forms
 from archsearch.core.export import load_model
 from archsearch.core.models.registry import Architecture, create_model
@@ -56,5 +57,12 @@ def load_deployed(
     architecture_json: str | bytes, weights: bytes, deployment_json: str | bytes
 ) -> nn.Module:
     """The deployed model as its job measured it: the compact model's weights (dense or
-    sparse file), each Linear layer in the form `deployment.json` records for it."""
-    return apply_forms(load_model(architecture_json, weights), json.loads(deployment_json)["forms"])
+    sparse file), a searched graph compiled when `deployment.json` says it ran so (files
+    written before compiled graphs existed load as they ran), each Linear layer in the form
+    `deployment.json` records for it."""
+    deployment = json.loads(deployment_json)
+    model = load_model(architecture_json, weights)
+    if deployment.get("graph_form", {}).get("compiled"):
+        shape = Architecture.from_json(architecture_json).input_shape
+        model = compile_graphs(model, shape)
+    return apply_forms(model, deployment["forms"])

@@ -75,7 +75,8 @@ def _layer_inputs(model: nn.Module, input_shape: tuple[int, ...]) -> dict[str, i
     ]
     try:
         with torch.inference_mode():
-            model(torch.zeros(1, *input_shape))
+            # Two samples: a compiled graph's one-sample path calls no Linear module.
+            model(torch.zeros(2, *input_shape))
     finally:
         for handle in handles:
             handle.remove()

@@ -13,10 +13,12 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel
+from torch import nn
 
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy.card import model_card
+from archsearch.core.deploy.compiled_graph import compile_graphs, compiled_record
 from archsearch.core.deploy.deployable import Deployable
 from archsearch.core.deploy.forms import choose_forms
 from archsearch.core.deploy.latency import model_latencies
@@ -88,25 +90,39 @@ def write_deployment(
     _save_architectures(ctx, deployable, pre)
     sparse = sparse_state_bytes(model.state_dict())
     ctx.save_artifact("model-sparse.safetensors", sparse, "application/octet-stream")
-    chosen, forms = choose_forms(model, shape, FORMS_BUDGET_S)
-    variants = {"dense": parent, "compact": model, "sparse": chosen}
+    # What runs (forms, latency, ONNX): a searched graph compiled, others as they are.
+    runner = compile_graphs(model, shape)
+    chosen, forms = choose_forms(runner, shape, FORMS_BUDGET_S)
+    variants = {"dense": parent, "compact": runner, "sparse": chosen}
     same = same_networks(compacted, forms)
     measured = {name: m for name, m in variants.items() if name not in same}
     latency = model_latencies(measured, shape, BATCHES, LATENCY_BUDGET_S)
     for row in latency.values():
         row.update({f"{name}_s": row[f"{same[name]}_s"] for name in same})
     onnx_bytes, onnx_record = onnx_artifact(
-        model, deployable.architecture, data.x_test[:ONNX_CHECK_SAMPLES]
+        runner, deployable.architecture, data.x_test[:ONNX_CHECK_SAMPLES]
     )
     if onnx_bytes is not None:
         ctx.save_artifact("model.onnx", onnx_bytes, "application/octet-stream")
     record = _record(
         deployable, data, method, spec, pre, len(sparse), forms, (latency, same), onnx_record
     )
+    _note_graph_form(record, model, runner)
     ctx.save_artifact("deployment.json", json_bytes(record), "application/json")
     spec_json = spec.model_dump(mode="json")
     ctx.save_artifact("model-card.md", model_card(record, spec_json).encode(), "text/markdown")
     return _deployment_metrics(record, latency, onnx_record if onnx_bytes is not None else None)
+
+
+def _note_graph_form(record: dict[str, Any], model: nn.Module, runner: nn.Module) -> None:
+    """A graph model's `graph_form`: compiled or not, and so the form of `model.onnx`."""
+    graph_form = compiled_record(model, runner)
+    if graph_form is None:
+        return
+    record["graph_form"] = graph_form
+    onnx_record = record["onnx"]
+    if graph_form["compiled"] and onnx_record["exported"]:
+        onnx_record["form"] = f"the compiled neural graph; {onnx_record['form']}"
 
 
 def _deployment_metrics(

@@ -35,7 +35,9 @@ from archsearch.core.pruning.build import (
     weight_params,
 )
 from archsearch.core.pruning.plots import mask_logits_png
+from archsearch.core.pruning.rigl import RigL, RigLSchedule
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
+from archsearch.core.pruning.units import units_kept
 from archsearch.core.quality import prediction_check
 from archsearch.core.training import (
     TrainHooks,
@@ -78,6 +80,8 @@ def train_masks(
     seed_everything(spec.training.seed)
     model = build_masked_model(spec, architecture).to(ctx.device)
     trainer = MaskTrainer(model, mask_schedule(spec, data))
+    if spec.algorithm == "rigl":
+        return model, trainer, train_rigl(spec, data, ctx, model)
     if checkpoint is not None and checkpoint.get("phase") == "finetune":
         # Phase 1 finished before the interruption: its result travels in phase 2's state.
         pruned = checkpoint["extra"]["pruned"]
@@ -103,6 +107,39 @@ def train_masks(
         freeze_masks(model)
     trainer.relaxed_accuracy = relaxed_accuracy
     return model, trainer, outcome.history
+
+
+def rigl_schedule(spec: PruneJob, data: Dataset) -> RigLSchedule:
+    assert spec.density is not None, "validated: rigl needs a density"
+    r = spec.rigl
+    return RigLSchedule(
+        density=spec.density,
+        total_steps=spec.training.epochs
+        * steps_per_epoch(len(data.x_train), spec.training.batch_size),
+        interval=r.update_interval,
+        drop_fraction=r.drop_fraction,
+        end_fraction=r.end_fraction,
+        distribution=r.distribution,
+    )
+
+
+def train_rigl(
+    spec: PruneJob, data: Dataset, ctx: RunContext, model: torch.nn.Module, phase: str = "prune"
+) -> list[dict[str, float]]:
+    """RigL at `spec.density` for `training.epochs` (the masks end frozen, in the model)."""
+    rigl = RigL(
+        model, data, rigl_schedule(spec, data), spec.training.batch_size, spec.training.seed
+    )
+    outcome = fit(
+        model,
+        data,
+        spec.training,
+        ctx,
+        params=weight_params(model),
+        hooks=rigl.hooks(),
+        phase=phase,
+    )
+    return outcome.history
 
 
 def finetune(
@@ -137,8 +174,10 @@ def baseline_masks(
     ctx: RunContext,
     architecture: Architecture,
     learned: dict[str, torch.Tensor],
+    metrics: dict[str, float] | None = None,
 ) -> dict[str, dict[str, torch.Tensor]]:
-    """The requested baselines at the learned mask's density (section 3.2-3.3)."""
+    """The requested baselines at the learned mask's density (section 3.2-3.3; RigL's
+    test accuracy, the one baseline that trains its weights to the end, into `metrics`)."""
     if not spec.baselines:
         return {}
     assert spec.density is not None, "validated: baselines need a density"
@@ -164,7 +203,26 @@ def baseline_masks(
                 prune_fraction=prune_fraction,
             )
             out[name] = imp.masks[spec.density]
+    if "rigl" in spec.baselines:
+        out["rigl"] = _rigl_baseline(spec, data, ctx, architecture, metrics)
     return out
+
+
+def _rigl_baseline(
+    spec: PruneJob,
+    data: Dataset,
+    ctx: RunContext,
+    architecture: Architecture,
+    metrics: dict[str, float] | None,
+) -> dict[str, torch.Tensor]:
+    """RigL trained at the same density and epochs; its accuracy goes in `metrics`."""
+    seed_everything(spec.training.seed)
+    model = build_masked_model(spec, architecture, weights="learned").to(ctx.device)
+    train_rigl(spec, data, ctx, model, phase="rigl")
+    if metrics is not None:
+        loss, accuracy = evaluate(model, data.x_test, data.y_test, ctx.device)
+        metrics.update(rigl_test_accuracy=accuracy, rigl_test_loss=loss)
+    return {k: v.cpu() for k, v in hard_masks(model).items()}
 
 
 def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
@@ -178,17 +236,13 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
     _save_baselines(ctx, model, {"": masks})
-    ctx.save_artifact("density.json", json_bytes(density_report(model)), "application/json")
+    units = {"units": units_kept(model)} if spec.granularity == "unit" else {}
+    ctx.save_artifact("density.json", json_bytes(density_report(model) | units), "application/json")
     metrics.update(save_pruned(ctx, model, architecture))
     deployable = pruned_deployable(model, architecture, test_acc)
     metrics.update(write_deployment(ctx, data, deployable, "prune", spec))
     save_spectrum(ctx, model, architecture)
-    frozen_epoch = _frozen_epoch(trainer, spec, data)
-    ctx.save_artifact(
-        "mask-logits.png",
-        mask_logits_png(trainer.histograms, trainer.hist_range, frozen_epoch),
-        "image/png",
-    )
+    _save_logit_plot(ctx, trainer, spec, data)
     if spec.finetune_epochs > 0:
         pruned = {
             "model": model.state_dict(),
@@ -202,7 +256,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         warnings += _finetuned_check(tuned, data, ctx, (acc, loss, counts), metrics)
         save_pruned(ctx, tuned, architecture, suffix="-finetuned")
         history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
-    _save_baselines(ctx, model, baseline_masks(spec, data, ctx, architecture, masks))
+    _save_baselines(ctx, model, baseline_masks(spec, data, ctx, architecture, masks, metrics))
     if history:
         ctx.save_artifact("curves.png", curves_png(history, "prune"), "image/png")
     return Result(metrics=metrics, history=history, warnings=warnings)
@@ -234,6 +288,17 @@ def _save_baselines(
     for name, mask in masks.items():
         file = f"mask-{name}.safetensors" if name else "mask.safetensors"
         ctx.save_artifact(file, mask_bytes(mask, model), "application/octet-stream")
+
+
+def _save_logit_plot(ctx: RunContext, trainer: MaskTrainer, spec: PruneJob, data: Dataset) -> None:
+    if not trainer.histograms:
+        return  # RigL learns no logits
+    frozen_epoch = _frozen_epoch(trainer, spec, data)
+    ctx.save_artifact(
+        "mask-logits.png",
+        mask_logits_png(trainer.histograms, trainer.hist_range, frozen_epoch),
+        "image/png",
+    )
 
 
 def _finetuned_check(

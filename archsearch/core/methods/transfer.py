@@ -25,8 +25,9 @@ from archsearch.core.errors import UserError
 from archsearch.core.export import curves_png, tensors_from_bytes
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import mask_model, prunable_layer_names, set_masks
-from archsearch.core.pruning.baselines import random_masks, reshuffle_masks
+from archsearch.core.pruning.baselines import random_masks, random_unit_masks, reshuffle_masks
 from archsearch.core.pruning.build import density_report, mask_bytes, save_pruned, weight_params
+from archsearch.core.pruning.units import as_unit_masks, as_weight_masks
 from archsearch.core.quality import prediction_check
 from archsearch.core.training import fit, seed_everything, steps_per_epoch
 from archsearch.specs.budget import TRANSFER_EVALUATIONS, transfer_schedule
@@ -50,12 +51,8 @@ def source_masks(spec: TransferJob, ctx: RunContext) -> tuple[Architecture, Mask
     generator = torch.Generator().manual_seed(spec.training.seed)
     if spec.mask == "learned":
         return source, learned
-    if spec.mask == "reshuffle":
-        return source, reshuffle_masks(learned, generator)
-    if spec.mask == "random":
-        kept = sum(int(m.sum()) for m in learned.values())
-        total = sum(m.numel() for m in learned.values())
-        return source, random_masks(learned, kept / total, generator)
+    if spec.mask in ("random", "reshuffle"):
+        return source, drawn_masks(learned, source, spec.mask, generator)
     name = f"mask-{spec.mask}.safetensors"
     try:
         return source, tensors_from_bytes(ctx.read_job_artifact(spec.source_job, name))
@@ -64,6 +61,26 @@ def source_masks(spec: TransferJob, ctx: RunContext) -> tuple[Architecture, Mask
             f"job {spec.source_job} has no {name}; run the prune job with "
             f"baselines: ['{spec.mask}'] or use mask: learned / random / reshuffle"
         ) from None
+
+
+def drawn_masks(
+    learned: Masks, architecture: Architecture, kind: str, generator: torch.Generator
+) -> Masks:
+    """The `random` or `reshuffle` baseline of `learned`, drawn at its granularity.
+
+    Masks from a unit-granularity job draw whole units, so the baseline is again a smaller
+    dense network: reshuffle keeps each layer's unit count, random keeps the overall unit
+    density in every layer (as the prune job's own random baseline does). Weight masks draw
+    single connections: reshuffle per layer, random over all masked weights."""
+    units = as_unit_masks(learned, architecture)
+    like = learned if units is None else units
+    if kind == "reshuffle":
+        drawn = reshuffle_masks(like, generator)
+    else:
+        density = sum(int(m.sum()) for m in like.values()) / sum(m.numel() for m in like.values())
+        draw = random_masks if units is None else random_unit_masks
+        drawn = draw(like, density, generator)
+    return drawn if units is None else as_weight_masks(drawn, architecture)
 
 
 def first_layer_as_asked(

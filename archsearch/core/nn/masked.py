@@ -112,6 +112,12 @@ class MaskedMixin:
         grouped = unit_mask.view(1, -1, 1).expand(self.weight.shape[0], -1, self._group())
         return grouped.reshape(self.weight.shape)
 
+    def units_kept(self, weight_mask: torch.Tensor) -> torch.Tensor:
+        """The unit mask of a weight-shaped mask: a unit is kept when any of its columns
+        is (`expand` of it gives `weight_mask` back when the mask is unit-structured)."""
+        grouped = weight_mask.to(torch.bool).reshape(self.weight.shape[0], self._units(), -1)
+        return grouped.any(dim=2).any(dim=0)
+
     def _group(self) -> int:
         """Weight entries per (output, input unit) pair: kernel area or positions."""
         return self.weight[0].numel() // self._units()

@@ -111,6 +111,7 @@ _ACTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "elu": F.elu,
     "identity": lambda x: x,
 }
+ACTIVATIONS = _ACTS  # by name, as node ops apply them
 
 
 class StaticGraph(nn.Module):

@@ -21,13 +21,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from archsearch.core.models import create_model
 from archsearch.core.models.registry import Architecture
-from archsearch.core.nn.masked import MaskedMixin, UnitRead, masked_layers
+from archsearch.core.nn.masked import MaskedMixin, UnitRead, mask_model, masked_layers
 from archsearch.core.pruning.compact_conv import ConvChain, cnn_chain, vgg_chain
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
 
 UnitPlan = dict[str, UnitRead]
+UNIT_CONFIGS = (MLPConfig, CNNConfig, VGGConfig, MobileNetV1Config)
 
 
 def _chain_reads(names: list[str], widths: list[int]) -> UnitPlan:
@@ -92,3 +94,58 @@ def unit_l1_scores(model: torch.nn.Module) -> dict[str, torch.Tensor]:
             weight = weight * producer.hard_mask()
         scores[name] = weight.abs().flatten(1).mean(dim=1)
     return scores
+
+
+def _unit_readers(architecture: Architecture) -> dict[str, MaskedMixin]:
+    """The masked layers of a fresh unit-granularity model of `architecture`, by name."""
+    model = create_model(architecture)
+    mask_model(model, units=unit_plan(architecture))
+    return {name: layer for name, layer in masked_layers(model) if layer.unit_source}
+
+
+def as_unit_masks(
+    masks: dict[str, torch.Tensor], architecture: Architecture
+) -> dict[str, torch.Tensor] | None:
+    """The per-unit masks behind weight-shaped `masks` when a unit-granularity prune job
+    wrote them (every unit's columns all kept or all cut, in exactly the layers that read
+    units), else None. Mask files are weight-shaped at both granularities (`mask_bytes`), so
+    a reader such as `transfer` tells them apart by this structure."""
+    if not isinstance(architecture.config, UNIT_CONFIGS):
+        return None
+    readers = _unit_readers(architecture)
+    if set(masks) != set(readers):
+        return None
+    out = {}
+    for name, mask in masks.items():
+        layer = readers[name]
+        if tuple(mask.shape) != tuple(layer.weight.shape):
+            return None
+        units = layer.units_kept(mask)
+        if not torch.equal(layer.expand(units), mask.to(torch.bool)):
+            return None
+        out[name] = units
+    return out
+
+
+def as_weight_masks(
+    unit_masks: dict[str, torch.Tensor], architecture: Architecture
+) -> dict[str, torch.Tensor]:
+    """Per-unit masks broadcast to their readers' weight shapes (the mask-file form)."""
+    readers = _unit_readers(architecture)
+    return {name: readers[name].expand(mask.to(torch.bool)) for name, mask in unit_masks.items()}
+
+
+def units_kept(model: torch.nn.Module) -> list[dict[str, str | int]]:
+    """Per layer whose units are pruned (the job page's layer table): the layer that
+    computes them, the layer that reads them (where the mask sits), how many it has and how
+    many stay. Empty at weight granularity."""
+    return [
+        {
+            "layer": layer.unit_source,
+            "read_by": name,
+            "units": int(layer.mask_logits.numel()),
+            "kept": int((layer.mask_logits.detach() > 0).sum()),
+        }
+        for name, layer in masked_layers(model)
+        if layer.unit_source
+    ]

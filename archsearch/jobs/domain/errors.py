@@ -85,6 +85,12 @@ class UnsafeArchive(InvalidUpload):
     """A zip entry with an absolute path or '..', or an encrypted entry."""
 
 
+class UnofferedDevice(UserError):
+    """A job asks for a device no worker of this deployment can ever offer (a 422)."""
+
+    field = "resources.device"
+
+
 class UnknownUploadedDataset(UserError):
     """A job names an uploaded dataset id that does not exist (a 422 on the job's field)."""
 

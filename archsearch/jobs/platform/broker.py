@@ -26,12 +26,19 @@ class Enqueuer(Protocol):
 
     def ping(self) -> bool: ...
 
+    def can_ever_offer(self, device: str) -> bool:
+        """False only when no worker of this deployment can ever run a job on `device`."""
+        ...
+
 
 class CeleryEnqueuer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.app = Celery("archsearch-client")
         self.app.conf.update(celery_config(settings))
+
+    def can_ever_offer(self, device: str) -> bool:
+        return True  # workers of any device may join later; see the job's pending_reason
 
     def enqueue(self, job_id: uuid.UUID, device: str = "auto") -> None:
         self.app.send_task(

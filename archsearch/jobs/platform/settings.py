@@ -75,6 +75,12 @@ class Settings(BaseSettings):
         description="an object-store outage shorter than this never fails a job (it is "
         "retried for a lease time, then handed back to the queue without using an attempt)",
     )
+    device_unseen_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="team mode: a queued job asking for a device (cuda) that no worker has "
+        "offered for this long says so in its pending_reason and in /v1/queue",
+    )
     orphan_sweep_seconds: float = Field(
         default=600.0, gt=0, description="how often a worker removes objects of no live job"
     )

@@ -29,6 +29,7 @@ class LocalRunner:
         self.retry_seconds = retry_seconds
         self._wake = threading.Semaphore(0)
         self._stopping = False
+        self._has_cuda: bool | None = None
         self._threads = [
             threading.Thread(target=self._work, name=f"archsearch-runner-{i}", daemon=True)
             for i in range(threads)
@@ -56,6 +57,17 @@ class LocalRunner:
 
     def enqueue(self, job_id: uuid.UUID, device: str = "auto") -> None:
         self._wake.release()
+
+    def can_ever_offer(self, device: str) -> bool:
+        """This process's threads are the only workers: a CUDA job needs CUDA here (torch is
+        imported for the answer, once, only when a job asks for CUDA)."""
+        if device != "cuda":
+            return True
+        if self._has_cuda is None:
+            from archsearch.jobs.runtime.device import local_offer
+
+            self._has_cuda = local_offer(self.services.settings).device == "cuda"
+        return self._has_cuda
 
     def ping(self) -> bool:
         return all(thread.is_alive() for thread in self._threads)

@@ -3,7 +3,7 @@
 it is used up, the reason its queued jobs are held
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0012
 Create Date: 2026-11-25 23:10:00.000000
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017"
-down_revision: str | None = "0015"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

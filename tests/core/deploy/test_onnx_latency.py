@@ -9,7 +9,7 @@ import torch
 
 from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
 from archsearch.core.deploy.latency import MIN_REPEATS, interleaved_medians
-from archsearch.core.deploy.onnx import onnx_artifact
+from archsearch.core.deploy.onnx import export_onnx, onnx_artifact, ort_call, ort_session
 from archsearch.core.models import Architecture, create_model
 from archsearch.specs.graph_model_configs import NeuralGraphConfig
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
@@ -41,6 +41,22 @@ def test_onnx_outputs_equal_pytorch(config: object) -> None:
     session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"input": torch.randn(3, *SHAPE).numpy()})
     assert out.shape == (3, 10)
+
+
+def test_the_timed_onnxruntime_call_returns_what_session_run_returns() -> None:
+    """Latency is measured through an IO binding into a preallocated array: the call must
+    compute the logits a plain `run` does, for the input bound on every call."""
+    arch = Architecture(CNNConfig(channels=(4, 6), hidden=(8,)), SHAPE, 10)
+    torch.manual_seed(0)
+    session = ort_session(export_onnx(create_model(arch).eval(), SHAPE))
+    for batch in (1, 7):
+        inputs = torch.randn(batch, *SHAPE).numpy()
+        call = ort_call(session, inputs)
+        (expected,) = session.run(None, {"input": inputs})
+        torch.testing.assert_close(torch.from_numpy(call()), torch.from_numpy(expected))
+        inputs[:] = 0  # a new request in the same buffer: bound again, not cached
+        (zeros,) = session.run(None, {"input": inputs})
+        torch.testing.assert_close(torch.from_numpy(call()), torch.from_numpy(zeros))
 
 
 def test_continuous_graph_says_it_has_no_onnx_form() -> None:
@@ -102,3 +118,4 @@ def test_pruned_weights_are_sparse_initializers_and_the_file_shrinks(config: obj
     onnx.checker.check_model(onnx.load_from_string(data))  # standard ONNX, not an extension
     assert len(data) < 0.75 * len(dense_bytes)  # batch norm and biases stay dense
     assert record["latency"]["batch_1_s"] > 0 and record["latency"]["batch_64_s"] > 0
+    assert "run_with_iobinding" in record["latency_call"]

@@ -146,7 +146,7 @@
         el("figcaption", { class: "muted", text: a.name })));
     document.getElementById("previews").replaceChildren(...previews);
     const names = result.data.map((a) => a.name);
-    if (names.includes("deployment.json")) showLayers();
+    if (names.includes("deployment.json")) showLayers(names.includes("density.json"));
     else if (names.includes("density.json")) showDensity();
   }
 
@@ -175,10 +175,13 @@
 
   // Per layer, from deployment.json: the weight's shape, its dense and kept (nonzero) counts,
   // and the form (dense or sparse kernel) chosen for batch 1.
-  async function showLayers() {
+  // At unit granularity the compact layers are dense and smaller: the table that says what
+  // was pruned is the units each layer kept (density.json's `units`), shown above them.
+  async function showLayers(hasDensity) {
     const deployment = await api(`/v1/jobs/${id}/artifacts/deployment.json`);
+    const units = hasDensity ? (await api(`/v1/jobs/${id}/artifacts/density.json`)).units || [] : [];
     const forms = deployment.forms || [];
-    if (!forms.length) return;
+    if (!forms.length && !units.length) return;
     const table = el("table", { class: "grid", id: "layers" },
       el("thead", {}, el("tr", {}, ["layer", "weight shape", "weights dense", "weights kept", "density", "batch-1 form"]
         .map((h) => el("th", { scope: "col", text: h })))),
@@ -189,7 +192,16 @@
           el("td", {}, el("span", { class: "bar", style: `width:${Math.round(f.density * 80)}px` }), ` ${num(f.density, 3)}`),
           el("td", { text: f.batch_1 || "–" }));
       })));
-    document.getElementById("arch-layers").replaceChildren(el("h3", { text: "Layers" }), el("div", { class: "table-wrap" }, table));
+    const unitTable = el("table", { class: "grid", id: "units" },
+      el("thead", {}, el("tr", {}, ["layer", "read by", "units", "units kept", "fraction kept"]
+        .map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, units.map((u) => el("tr", {}, el("td", { class: "mono", text: u.layer }),
+        el("td", { class: "mono", text: u.read_by }), el("td", { class: "num", text: num(u.units) }),
+        el("td", { class: "num", text: num(u.kept) }),
+        el("td", {}, el("span", { class: "bar", style: `width:${Math.round((u.kept / u.units) * 80)}px` }), ` ${num(u.kept / u.units, 3)}`)))));
+    const parts = units.length ? [el("h3", { text: "Units kept" }), el("div", { class: "table-wrap" }, unitTable)] : [];
+    if (forms.length) parts.push(el("h3", { text: units.length ? "Layers of the compact model" : "Layers" }), el("div", { class: "table-wrap" }, table));
+    document.getElementById("arch-layers").replaceChildren(...parts);
   }
 
   async function showDensity() {

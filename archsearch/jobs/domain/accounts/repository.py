@@ -6,10 +6,11 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain.accounts.tables import ApiToken, Team, User
+from archsearch.jobs.domain.accounts.tables import ApiToken, SignedOutSession, Team, User
+from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import NotFound
 
 
@@ -100,3 +101,16 @@ def user_names(session: Session, user_ids: Iterable[uuid.UUID | None]) -> dict[u
         return {}
     rows = session.execute(select(User.id, User.name).where(User.id.in_(wanted)))
     return {user_id: name for user_id, name in rows}
+
+
+def sign_out_session(session: Session, session_digest: str, expires_at: datetime) -> None:
+    """Remember a signed-out session; expired entries go at the same time (a cookie past
+    its age is refused by its signature alone)."""
+    session.execute(delete(SignedOutSession).where(SignedOutSession.expires_at < utcnow()))
+    if session.get(SignedOutSession, session_digest) is None:
+        session.add(SignedOutSession(session_digest=session_digest, expires_at=expires_at))
+    session.flush()
+
+
+def is_signed_out(session: Session, session_digest: str) -> bool:
+    return session.get(SignedOutSession, session_digest) is not None

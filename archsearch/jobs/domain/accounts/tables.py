@@ -51,3 +51,14 @@ class ApiToken(Base):
     expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+
+class SignedOutSession(Base):
+    """A dashboard session signed out before its cookie expired: the cookie is signed, not
+    stored, so signing out is remembered here, by a digest of the session's random id, until
+    the cookie could no longer be accepted anyway (`expires_at`)."""
+
+    __tablename__ = "signed_out_sessions"
+
+    session_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)

@@ -47,10 +47,16 @@ class MemoryBudget:
         self.used = 0
 
     def spend(self, count: int, what: str = "the decoded arrays of the upload") -> None:
+        self.require_room(count, what)
         self.used += count
-        if self.used > self.limit:
+
+    def require_room(self, count: int, what: str) -> None:
+        """Refuse before allocating `count` bytes that are held only for a moment (an entry's
+        compressed bytes, one image being decoded, one parsed row): they are not kept, so
+        they are not spent, but they must fit beside what is."""
+        if self.used + count > self.limit:
             raise LimitExceeded(
-                f"{what} ({self.used:,} bytes in memory)",
+                f"{what} ({self.used + count:,} bytes in memory)",
                 self.limit,
                 "upload_max_memory_bytes",
             )
@@ -114,34 +120,50 @@ def open_archive(
         yield archive, check_archive(archive, limits)
 
 
-def read_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudget) -> bytes:
-    """All bytes of one entry, counted against the budget while they are produced."""
-    parts: list[bytes] = []
+def read_entry(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudget, memory: MemoryBudget
+) -> bytearray:
+    """All bytes of one entry, counted against the budget while they are produced.
+
+    zipfile never yields more than an entry's declared size (a lying entry fails its CRC
+    check), so that size is checked against the memory budget and allocated once, before a
+    byte is decompressed: a small zip of zeros cannot grow the process past the budget."""
+    memory.require_room(info.file_size, f"zip entry {info.filename!r} decompressed")
+    data = bytearray(info.file_size)
+    view, filled = memoryview(data), 0
     try:
         with archive.open(info) as handle:
-            while chunk := handle.read(CHUNK):
-                budget.spend(len(chunk))
-                parts.append(chunk)
+            assert isinstance(handle, zipfile.ZipExtFile)  # typeshed says IO[bytes]
+            while count := handle.readinto(view[filled : filled + CHUNK]):
+                budget.spend(count)
+                filled += count
     except DAMAGED as exc:
         raise InvalidUpload(
             f"zip entry {info.filename!r} is damaged ({exc}); upload the archive again"
         ) from None
-    return b"".join(parts)
+    finally:
+        view.release()
+    if filled != info.file_size:
+        raise InvalidUpload(f"zip entry {info.filename!r} is truncated; upload the archive again")
+    return data
 
 
-def gunzip(data: bytes, name: str, budget: ByteBudget, memory: MemoryBudget) -> bytes:
-    """Decompress a .gz entry chunk by chunk, never past the budget (a gzip bomb stops early)."""
+def gunzip(
+    data: bytes | bytearray, name: str, budget: ByteBudget, memory: MemoryBudget
+) -> bytearray:
+    """Decompress a .gz entry chunk by chunk, never past the budget (a gzip bomb stops early).
+    The output grows in place (no list of chunks joined into a second copy)."""
     inflater = zlib.decompressobj(wbits=31)
-    parts: list[bytes] = []
+    out = bytearray()
     try:
         chunk = inflater.decompress(data, CHUNK)
         while chunk:
             budget.spend(len(chunk))
             memory.spend(len(chunk), f"{name!r} decompressed")
-            parts.append(chunk)
+            out += chunk
             chunk = inflater.decompress(inflater.unconsumed_tail, CHUNK)
     except zlib.error as exc:
         raise InvalidUpload(f"{name!r} is not valid gzip data ({exc})") from None
     if not inflater.eof:
         raise InvalidUpload(f"{name!r} is a truncated gzip file")
-    return b"".join(parts)
+    return out

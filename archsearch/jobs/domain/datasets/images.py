@@ -22,9 +22,14 @@ from archsearch.jobs.domain.errors import InvalidUpload, LimitExceeded
 
 IMAGE_SUFFIXES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
 GREY_MODES = {"1", "L", "LA", "I", "I;16", "F"}
+# What decoding one image holds at its worst, per pixel: Pillow's decoded image (up to 4
+# bytes a pixel: RGB is stored as RGBX, I and F as 32 bits), the converted copy (4 again)
+# and the packed bytes numpy copies out of it (3). Checked against the budget from the
+# header's width and height, before the decoder allocates any of it.
+DECODE_BYTES_PER_PIXEL = 11
 
 
-def _open_checked(data: bytes, name: str, limits: UploadLimits) -> Image.Image:
+def _open_checked(data: bytes | bytearray, name: str, limits: UploadLimits) -> Image.Image:
     claimed = IMAGE_SUFFIXES[PurePosixPath(name).suffix.lower()]
     try:
         image = Image.open(io.BytesIO(data), formats=("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP"))
@@ -45,8 +50,10 @@ def _open_checked(data: bytes, name: str, limits: UploadLimits) -> Image.Image:
     return image
 
 
-def _pixels(image: Image.Image, name: str) -> np.ndarray:
+def _pixels(image: Image.Image, name: str, memory: MemoryBudget) -> np.ndarray:
     grey = image.mode in GREY_MODES
+    width, height = image.size
+    memory.require_room(width * height * DECODE_BYTES_PER_PIXEL, f"image {name!r} decoded")
     try:
         converted = image.convert("L" if grey else "RGB")
     except (OSError, ValueError) as exc:  # truncated or corrupt pixel data
@@ -61,27 +68,30 @@ def decode_images(
     limits: UploadLimits,
     memory: MemoryBudget,
 ) -> np.ndarray:
-    """(N, C, H, W) uint8 pixels of every entry, in entry order."""
+    """(N, C, H, W) uint8 pixels of every entry, in entry order. The array is charged and
+    allocated from the first image's header, before any pixel is decoded."""
     images: np.ndarray | None = None
     first_size: tuple[str, tuple[int, int]] = ("", (0, 0))
     for i, info in enumerate(entries):
-        image = _open_checked(read_entry(archive, info, budget), info.filename, limits)
+        data = read_entry(archive, info, budget, memory)
+        image = _open_checked(data, info.filename, limits)
+        colour = image.mode not in GREY_MODES
         if images is None:
             first_size = (info.filename, image.size)
+            width, height = image.size
+            images = _allocate(len(entries), 3 if colour else 1, (height, width), memory)
         elif image.size != first_size[1]:
             (w0, h0), (w1, h1) = first_size[1], image.size
             raise InvalidUpload(
                 f"images differ in size: {first_size[0]!r} is {w0}x{h0} but {info.filename!r} is "
                 f"{w1}x{h1}; resize them all to one size"
             )
-        pixels = _pixels(image, info.filename)
-        budget.spend(pixels.nbytes)  # decoded pixels count against the same budget
-        colour = pixels.ndim == 3
-        if images is None:
-            images = _allocate(len(entries), 3 if colour else 1, pixels.shape[:2], memory)
         elif colour and images.shape[1] == 1:  # one colour image makes the dataset RGB
             images = _as_rgb(images, i, memory)
-        images[i] = pixels.transpose(2, 0, 1) if colour else pixels  # grey fills every channel
+        pixels = _pixels(image, info.filename, memory)
+        budget.spend(pixels.nbytes)  # decoded pixels count against the same budget
+        images[i] = pixels.transpose(2, 0, 1) if pixels.ndim == 3 else pixels  # grey: all
+        del data, image, pixels  # the next image's room is checked without these
     if images is None:
         raise InvalidUpload("the zip holds no images")
     return images

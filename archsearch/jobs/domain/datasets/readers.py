@@ -8,13 +8,16 @@ numpy would try to unpickle it.
 Memory: every reader charges the arrays it builds to the upload's `MemoryBudget`
 before or while it fills them. A `.npz` is charged from its array headers before np.load; a
 `.csv` is parsed row by row into float32 blocks of `CSV_BLOCK_ROWS` rows (a list of Python
-floats costs 32 bytes a value, a float32 block 4) with labels kept as small integer codes.
+floats costs 32 bytes a value, a float32 block 4) with labels kept as small integer codes;
+each line is bounded and checked for room before the csv module splits it into Python
+strings, and each distinct label is charged as it first appears.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +28,7 @@ from archsearch.jobs.domain.datasets.archive import DAMAGED, MemoryBudget, is_zi
 from archsearch.jobs.domain.datasets.options import UploadLimits, UploadOptions
 from archsearch.jobs.domain.datasets.raw import RawDataset
 from archsearch.jobs.domain.datasets.zips import read_zip
-from archsearch.jobs.domain.errors import InvalidUpload
+from archsearch.jobs.domain.errors import InvalidUpload, LimitExceeded
 
 NPZ_ARRAYS = ("x", "y", "x_test", "y_test")
 SUPPORTED = (
@@ -33,6 +36,12 @@ SUPPORTED = (
     "(the four IDX files, or one folder of PNG/JPEG images per class)"
 )
 CSV_BLOCK_ROWS = 4096
+# What one parsed field costs at its worst while its row is handled: a pointer in the
+# csv row, in the copy without the label and in the list of floats (8 each), a float (24)
+# and the field's string (49 and up).
+CSV_BYTES_PER_FIELD = 128
+# A distinct label text is kept once as a dict key, then once more sorted as a class name.
+CSV_BYTES_PER_LABEL = 256
 
 
 def read_upload(
@@ -97,9 +106,10 @@ def _check_npz_entries(
                 f"array {key!r} holds Python objects (dtype {dtype}), which only pickle can load; "
                 "pickled data is never loaded: save numeric arrays, e.g. x.astype('float32')"
             )
-        if int(np.prod(shape)) * dtype.itemsize > info.file_size:
+        size = math.prod(shape) * dtype.itemsize  # Python ints: a huge shape cannot wrap
+        if size > info.file_size:
             raise InvalidUpload(f"array {key!r} declares shape {shape} but its data is truncated")
-        memory.spend(int(np.prod(shape)) * dtype.itemsize, f"array {key!r} of the .npz")
+        memory.spend(size, f"array {key!r} of the .npz")
         keys.append(key)
     return keys
 
@@ -140,6 +150,23 @@ def _text_lines(path: Path) -> io.TextIOWrapper:
     return open(path, encoding="utf-8-sig", newline="")
 
 
+def _bounded_lines(handle: io.TextIOWrapper, memory: MemoryBudget) -> Iterator[str]:
+    """The file's lines, each checked before the csv module parses it: a line is read at
+    most up to what its parsed form could fit in the budget, and its parsed form (a list of
+    one Python string per field, then one float per value) is checked against the room left.
+    A single line of millions of fields cannot cost gigabytes of Python objects."""
+    longest = max(memory.limit // CSV_BYTES_PER_FIELD, 1)
+    while line := handle.readline(longest + 1):
+        if len(line) > longest and not line.endswith("\n"):
+            raise LimitExceeded(
+                f"a line of the .csv longer than {longest:,} characters",
+                memory.limit,
+                "upload_max_memory_bytes",
+            )
+        memory.require_room((line.count(",") + 1) * CSV_BYTES_PER_FIELD, "a parsed .csv line")
+        yield line
+
+
 def _parse_value(value: str, row: int, column: str, label_column: str) -> float:
     try:
         return float(value)
@@ -154,7 +181,7 @@ def read_csv(path: Path, options: UploadOptions, memory: MemoryBudget) -> RawDat
     label_column = options.label_column
     try:
         with _text_lines(path) as handle:
-            reader = csv.reader(handle)
+            reader = csv.reader(_bounded_lines(handle, memory))
             header = next(reader, None)
             if not header:
                 raise InvalidUpload(
@@ -171,6 +198,8 @@ def read_csv(path: Path, options: UploadOptions, memory: MemoryBudget) -> RawDat
             rows.read(reader)
     except UnicodeDecodeError as exc:
         raise InvalidUpload(f"the .csv is not UTF-8 text ({exc})") from None
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        raise InvalidUpload(f"the .csv could not be parsed ({exc})") from None
     if not rows.count:
         raise InvalidUpload("the .csv has a header but no rows")
     x, y, names = rows.arrays()
@@ -205,7 +234,10 @@ class _CsvRows:
             self.blocks.append(np.empty((CSV_BLOCK_ROWS, len(self.columns)), dtype=np.float32))
             self.codes.append(np.empty(CSV_BLOCK_ROWS, dtype=np.int32))
         label = row[self.at].strip()
-        self.codes[-1][at_block] = self.label_code.setdefault(label, len(self.label_code))
+        if label not in self.label_code:
+            self.memory.spend(CSV_BYTES_PER_LABEL + len(label), "the .csv's distinct labels")
+            self.label_code[label] = len(self.label_code)
+        self.codes[-1][at_block] = self.label_code[label]
         values = row[: self.at] + row[self.at + 1 :]
         with np.errstate(over="ignore"):  # overflow becomes inf, refused by validation
             self.blocks[-1][at_block] = [

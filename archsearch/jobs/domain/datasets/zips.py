@@ -92,8 +92,8 @@ def _read_idx(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: ByteBudget, memory: MemoryBudget
 ) -> np.ndarray:
     # zipfile never reads an entry past its declared size, so that size is what it costs.
+    data = read_entry(archive, info, budget, memory)
     memory.spend(info.file_size, f"zip entry {info.filename!r}")
-    data = read_entry(archive, info, budget)
     if info.filename.endswith(".gz"):
         data = gunzip(data, info.filename, budget, memory)
     try:

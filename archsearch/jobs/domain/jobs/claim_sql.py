@@ -1,10 +1,12 @@
 """The claim as one PostgreSQL statement: pick the next job and, when nothing needs a
-second look, take it (running, attempt 1, a lease, its event) in the same round trip.
+second look, take it (running, attempt 1, a lease, its event, its usage row) in the same
+round trip.
 
 The pick reads the head of the queue from the partial index `ix_jobs_queue` (priority, then
 age) without locking it, ranks that window by fair share (the owner's running jobs, from
 `running_counts`), and locks one row with `FOR UPDATE SKIP LOCKED`, walking the ranks:
-concurrent claimers never wait on each other and never take the same job. Users and teams
+concurrent claimers never wait on each other and never take the same job (when they hold
+the whole window, the first free job beyond it, in the same statement). Users and teams
 at their quota are left out. The job is taken in the statement only when no quota applies
 to its owner or team (nothing to serialise) and it is a first attempt that no one asked to
 cancel; any other pick comes back locked for the scheduler to finish under the claim lock.
@@ -23,18 +25,23 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import Timestamp, utcnow
 from archsearch.jobs.domain.jobs.offer import Offer
+from archsearch.jobs.domain.usage.repository import DEVICE_KINDS
 
 # Users and teams at their quota. Only those with a quota are summed: with none (the
-# server's default), nothing is read.
+# server's default), no count is read.
 _FULL = """
 full_users AS (
-  SELECT u.id FROM users u WHERE coalesce(u.max_running, :user_default) <= (
-    SELECT coalesce(sum(c.running), 0) FROM running_counts c
-    WHERE c.kind = 'user' AND c.subject_id = u.id)),
+  SELECT u.id FROM users u
+  WHERE coalesce(u.max_running, {user_default}) IS NOT NULL
+    AND coalesce(u.max_running, {user_default}) <= (
+      SELECT coalesce(sum(c.running), 0) FROM running_counts c
+      WHERE c.kind = 'user' AND c.subject_id = u.id)),
 full_teams AS (
-  SELECT t.id FROM teams t WHERE coalesce(t.max_running, :team_default) <= (
-    SELECT coalesce(sum(c.running), 0) FROM running_counts c
-    WHERE c.kind = 'team' AND c.subject_id = t.id)),"""
+  SELECT t.id FROM teams t
+  WHERE coalesce(t.max_running, {team_default}) IS NOT NULL
+    AND coalesce(t.max_running, {team_default}) <= (
+      SELECT coalesce(sum(c.running), 0) FROM running_counts c
+      WHERE c.kind = 'team' AND c.subject_id = t.id)),"""
 
 _NOT_FULL = """
   AND (j.owner_id IS NULL OR j.owner_id NOT IN (SELECT id FROM full_users))
@@ -42,18 +49,20 @@ _NOT_FULL = """
   AND (j.team_id IS NULL OR j.team_id NOT IN (
     SELECT id FROM teams WHERE usage_held_reason IS NOT NULL))"""
 
-# The head of the queue in scheduler order, unlocked; ranked by fair share (the owner's
-# running jobs) among equal priorities; then the first of it no other claimer holds.
-_FAIR_PICK = """
+# The head of the queue in scheduler order, unlocked, with its owners' running jobs.
+_HEAD = """
 head AS MATERIALIZED (
   SELECT j.id, j.priority, j.created_at, j.owner_id FROM jobs j
   WHERE {eligible}
-  ORDER BY j.priority DESC, j.created_at, j.id LIMIT :window),
+  ORDER BY j.priority DESC, j.created_at, j.id LIMIT {window}),
 running AS (
   SELECT o.owner_id, (SELECT sum(c.running) FROM running_counts c
                       WHERE c.kind = 'user' AND c.subject_id = o.owner_id) AS n
-  FROM (SELECT DISTINCT owner_id FROM head WHERE owner_id IS NOT NULL) o),
-locked AS (
+  FROM (SELECT DISTINCT owner_id FROM head WHERE owner_id IS NOT NULL) o),"""
+
+# The head ranked by fair share (the owner's running jobs) among equal priorities; the
+# first of it no other claimer holds.
+_FAIR_PICK = """
   SELECT j.id, j.attempts, j.cancel_requested, j.owner_id, j.team_id
   FROM (SELECT h.id, row_number() OVER (
           ORDER BY h.priority DESC, coalesce(r.n, 0), h.created_at, h.id) AS rank
@@ -63,21 +72,41 @@ locked AS (
   WHERE j.status = 'queued'
   -- The ranks arrive in order: the join walks them lazily, so only the rows other
   -- claimers hold are passed over before the first free one is locked.
-  ORDER BY ranked.rank LIMIT 1 FOR UPDATE OF j SKIP LOCKED),"""
+  ORDER BY ranked.rank LIMIT 1 FOR UPDATE OF j SKIP LOCKED"""
 
-# Every row of the window held by other claimers: the first free one in scheduler order.
+# The first free job in scheduler order.
 _ORDER_PICK = """
-locked AS (
   SELECT j.id, j.attempts, j.cancel_requested, j.owner_id, j.team_id FROM jobs j
   WHERE {eligible}
   ORDER BY j.priority DESC, j.created_at, j.id
-  LIMIT 1 FOR UPDATE OF j SKIP LOCKED),"""
+  LIMIT 1 FOR UPDATE OF j SKIP LOCKED"""
+
+# Fair share within the head; when other claimers hold all of it, scheduler order beyond
+# it. The second pick runs only when the first finds nothing (the limit stops the append).
+_FAIR_THEN_ORDER = (
+    _HEAD + "\nlocked AS (\n  SELECT * FROM (" + _FAIR_PICK + ") AS fair\n  UNION ALL"
+    "\n  SELECT * FROM (" + _ORDER_PICK + ") AS in_order\n  LIMIT 1),"
+)
+
+# The run's device time starts with the claim (as `usage.open_attempt` does for the claims
+# the scheduler finishes in Python): numbered after the rows already there (a hand-back
+# keeps its row), on the device the claiming worker registered, else the job's own kind.
+_OPEN_ATTEMPT = """
+attempt AS (
+  INSERT INTO job_attempts (job_id, attempt, team_id, owner_id, method, device, worker,
+                            started_at, last_seen_at, seconds)
+  SELECT t.id, (SELECT coalesce(max(a.attempt), 0) + 1 FROM job_attempts a WHERE a.job_id = t.id),
+    t.team_id, t.owner_id, t.method,
+    coalesce((SELECT w.device FROM workers w WHERE w.name = :worker AND w.device IN {kinds}),
+             CASE WHEN t.device IN {kinds} THEN t.device ELSE 'cpu' END),
+    :worker, :now, :now, 0
+  FROM taken t)"""
 
 _TAKE = """
 pick AS (
   SELECT l.id, l.attempts, l.cancel_requested,
-    (l.owner_id IS NULL OR coalesce(u.max_running, :user_default) IS NULL)
-    AND (l.team_id IS NULL OR coalesce(t.max_running, :team_default) IS NULL) AS unlimited
+    (l.owner_id IS NULL OR coalesce(u.max_running, {user_default}) IS NULL)
+    AND (l.team_id IS NULL OR coalesce(t.max_running, {team_default}) IS NULL) AS unlimited
   FROM locked l LEFT JOIN users u ON u.id = l.owner_id LEFT JOIN teams t ON t.id = l.team_id),
 taken AS (
   UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, worker = :worker,
@@ -85,10 +114,12 @@ taken AS (
          updated_at = :now
   FROM pick
   WHERE jobs.id = pick.id AND pick.unlimited AND pick.attempts = 0 AND NOT pick.cancel_requested
-  RETURNING jobs.id),
+  RETURNING jobs.id, jobs.owner_id, jobs.team_id, jobs.method, jobs.device),
 event AS (
   INSERT INTO job_events (job_id, from_status, to_status, reason, actor, at)
-  SELECT id, 'queued', 'running', 'started', :worker, :now FROM taken)
+  SELECT id, 'queued', 'running', 'started', :worker, :now FROM taken),"""
+
+_ANSWER = """
 SELECT pick.id, pick.unlimited, EXISTS (SELECT 1 FROM taken) AS taken FROM pick"""
 
 
@@ -99,24 +130,39 @@ class Pick:
     unlimited: bool  # no quota applies to its owner or its team
 
 
-def _eligible(device: str, gpu_limited: bool) -> str:
-    where = "j.status = 'queued' AND j.device IN :accepts"
-    if device == "cpu":
+def _eligible(offer: Offer) -> str:
+    where = f"j.status = 'queued' AND j.device IN {_sql_list(offer.accepts)}"
+    if offer.device == "cpu":
         where += " AND j.min_gpu_memory_gb IS NULL"  # asks for GPU memory: not here
-    elif device == "cuda" and gpu_limited:
+    elif offer.device == "cuda" and offer.gpu_memory_gb is not None:
         where += " AND (j.min_gpu_memory_gb IS NULL OR j.min_gpu_memory_gb <= :gpu_memory_gb)"
     return where + _NOT_FULL
 
 
+def _sql_list(words: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{word}'" for word in words) + ")"  # the code's own constants
+
+
+def _sql_int(value: int | None) -> str:
+    return "NULL::integer" if value is None else str(int(value))
+
+
 @functools.cache
-def _statement(device: str, gpu_limited: bool, fair: bool) -> TextClause:
-    """The claim's statement for an offer's kind, built once (the same text each time also
-    lets the driver prepare it on each connection)."""
-    pick = (_FAIR_PICK if fair else _ORDER_PICK).format(eligible=_eligible(device, gpu_limited))
-    return text("WITH " + _FULL.strip() + pick + _TAKE).bindparams(
-        bindparam("accepts", expanding=True),
-        bindparam("now", type_=Timestamp),
-        bindparam("lease_expires_at", type_=Timestamp),
+def claim_statement(
+    offer: Offer, window: int, defaults: tuple[int | None, int | None]
+) -> TextClause:
+    """The claim's statement for a worker, built once. What stays the same for a worker
+    (its offer, the window, the server's quotas) is written into the text, so that the
+    prepared statement's generic plan is as good as a fresh one: PostgreSQL then plans
+    it once per connection instead of on every claim."""
+    pick = _FAIR_THEN_ORDER.format(eligible=_eligible(offer), window=window)
+    sql = ("WITH " + _FULL.strip() + pick + _TAKE + _OPEN_ATTEMPT + _ANSWER).format(
+        user_default=_sql_int(defaults[0]),
+        team_default=_sql_int(defaults[1]),
+        kinds=_sql_list(DEVICE_KINDS),
+    )
+    return text(sql).bindparams(
+        bindparam("now", type_=Timestamp), bindparam("lease_expires_at", type_=Timestamp)
     )
 
 
@@ -126,25 +172,17 @@ def pick_and_take(
     worker: str,
     lease_seconds: float,
     defaults: tuple[int | None, int | None],
-    window: int | None,
+    window: int,
 ) -> Pick | None:
     """The next job `offer` may run, locked; taken for `worker` when nothing else needs
-    deciding. `window`: fair share among that many jobs of the head; None: scheduler order
-    only (for when other claimers hold the whole window)."""
-    gpu_limited = offer.device == "cuda" and offer.gpu_memory_gb is not None
+    deciding. `window`: fair share among that many jobs of the head of the queue."""
     now: datetime = utcnow()
     params: dict[str, object] = {
-        "accepts": list(offer.accepts),
-        "user_default": defaults[0],
-        "team_default": defaults[1],
         "worker": worker,
         "now": now,
         "lease_expires_at": now + timedelta(seconds=lease_seconds),
     }
-    if window is not None:
-        params["window"] = window
-    if gpu_limited:
+    if offer.device == "cuda" and offer.gpu_memory_gb is not None:
         params["gpu_memory_gb"] = offer.gpu_memory_gb
-    statement = _statement(offer.device, gpu_limited, window is not None)
-    row = session.execute(statement, params).one_or_none()
+    row = session.execute(claim_statement(offer, window, defaults), params).one_or_none()
     return None if row is None else Pick(row.id, bool(row.taken), bool(row.unlimited))

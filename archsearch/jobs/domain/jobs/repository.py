@@ -13,6 +13,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from archsearch.jobs.domain.accounts.tables import User
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs.states import transition
@@ -93,9 +94,15 @@ def get_job(
 
 
 def read_job_row(session: Session, job_id: uuid.UUID, team_id: uuid.UUID | None = None) -> Any:
-    """The job as a plain row (attribute access, no ORM object): the polling path's read."""
+    """The job as a plain row (attribute access, no ORM object), with its owner's name
+    (`owner_name`) in the same query: the polling path's read."""
     table = Job.__table__
-    query = select(table).where(table.c.id == job_id)
+    owner = User.__table__
+    query = (
+        select(table, owner.c.name.label("owner_name"))
+        .outerjoin(owner, owner.c.id == table.c.owner_id)
+        .where(table.c.id == job_id)
+    )
     if team_id is not None:
         query = query.where(table.c.team_id == team_id)
     row = session.execute(query).first()

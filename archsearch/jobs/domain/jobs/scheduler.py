@@ -25,10 +25,10 @@ from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import claim_sql, worker_repository
 from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
+from archsearch.jobs.domain.jobs.devices import missing_device_reason
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
 from archsearch.jobs.domain.usage import quota
-from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.platform.settings import Settings
 
 CANDIDATE_WINDOW = 64  # jobs of the top of the queue among which fair share picks
@@ -79,11 +79,10 @@ def claim_next(
     for _ in range(MAX_PICKS):
         pick = claim_sql.pick_and_take(
             session, offer, worker, settings.lease_seconds, defaults, CANDIDATE_WINDOW
-        ) or claim_sql.pick_and_take(session, offer, worker, settings.lease_seconds, defaults, None)
+        )
         if pick is None:
             return None
         if pick.taken:
-            _opened(session, pick.job_id, worker)
             return pick.job_id
         if not pick.unlimited:
             # A quota applies: claims that count against one serialise on the claim lock,
@@ -94,14 +93,6 @@ def claim_next(
         if _take(session, pick.job_id, worker, settings, has_checkpoint):
             return pick.job_id
     return None
-
-
-def _opened(session: Session, job_id: uuid.UUID, worker: str) -> None:
-    """A first claim taken in one statement (no `transition`): its run's device time starts
-    at the claim's time, the job's `started_at`."""
-    job = session.get(Job, job_id, populate_existing=True)
-    assert job is not None and job.started_at is not None, "a taken job has started"
-    usage.open_attempt(session, job, worker, job.started_at)
 
 
 def _at_quota(session: Session, settings: Settings, job_id: uuid.UUID) -> bool:
@@ -179,8 +170,8 @@ def pending_reason(
         limit = _limits(session, Team, {job.team_id}, settings.max_running_per_team)[job.team_id]
         return f"team quota {per_team[job.team_id]}/{limit} in use"
     workers = live_workers(session, settings)
-    if job.device == "cuda" and not any(w.device == "cuda" for w in workers):
-        return "waiting for a worker with a CUDA device"
+    if (missing := missing_device_reason(session, job, settings, workers)) is not None:
+        return missing
     if not workers and not settings.embedded:
         return "no worker is running"
     higher = queue.queued_with_higher_priority(session, job.priority)

@@ -9,7 +9,12 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.service import Principal
-from archsearch.jobs.domain.errors import Forbidden, InvalidTransition, QueueUnavailable
+from archsearch.jobs.domain.errors import (
+    Forbidden,
+    InvalidTransition,
+    QueueUnavailable,
+    UnofferedDevice,
+)
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.validation import validate_submission
@@ -40,6 +45,17 @@ def placement_for(spec: JobBase, principal: Principal, priority: Priority) -> Pl
     )
 
 
+def require_offered_device(enqueuer: Enqueuer, spec: JobBase) -> None:
+    """Refuse a job no worker can ever run (CUDA on an embedded server without it) instead of
+    queueing it for ever."""
+    device = spec.resources.device
+    if not enqueuer.can_ever_offer(device):
+        raise UnofferedDevice(
+            f"resources.device is {device!r} but this server has no {device.upper()} device and "
+            "no other worker; use 'auto' (CUDA when present, else CPU) or 'cpu'"
+        )
+
+
 def submit_job(
     session: Session,
     settings: Settings,
@@ -51,6 +67,7 @@ def submit_job(
 ) -> Job:
     """Validate, store as `queued`, commit, and only then wake a worker."""
     principal.require("submit")
+    require_offered_device(enqueuer, spec)
     placement = placement_for(spec, principal, priority)
     spec = validate_submission(session, spec, settings, principal.team_filter)
     job = repository.create_job(

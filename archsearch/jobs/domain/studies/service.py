@@ -24,7 +24,7 @@ from archsearch.jobs.domain.datasets.catalog import DatasetFacts
 from archsearch.jobs.domain.errors import QueueUnavailable, UnknownUploadedDataset
 from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.jobs.repository import Placement
-from archsearch.jobs.domain.jobs.service import placement_for
+from archsearch.jobs.domain.jobs.service import placement_for, require_offered_device
 from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.studies import adaptive, expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
@@ -193,9 +193,12 @@ def submit_study(
         steps = expansion.budget_steps(request, facts.train_size, facts.num_classes)
         probe = check_space(session, settings, request, facts, steps, principal.team_filter)
         placement_for(probe.spec, principal, request.priority)
+        require_offered_device(enqueuer, probe.spec)
         planned: list[PlannedJob] = []
     else:
         planned, steps = plan_jobs(session, settings, request, facts, principal.team_filter)
+    for job in planned:
+        require_offered_device(enqueuer, job.spec)
     study = new_study_row(request, principal, steps, sorted({job.arm for job in planned}))
     session.add(study)
     session.flush()

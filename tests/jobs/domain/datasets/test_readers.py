@@ -4,6 +4,8 @@ and the malformed ones the issue lists (built in `files.py`)."""
 from __future__ import annotations
 
 import gzip
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -293,6 +295,29 @@ def test_gzip_bomb_inside_the_zip_stops_at_the_budget(tmp_path: Path) -> None:
     bomb = zip_bytes(idx_entries_with("train-images-idx3-ubyte.gz", gzip.compress(bytes(20 << 20))))
     with pytest.raises(LimitExceeded, match="uncompressed size of the upload"):
         build(tmp_path, "g.zip", bomb, limits=UploadLimits(max_uncompressed_bytes=5 << 20))
+
+
+def test_csv_lines_and_labels_are_charged_as_they_are_parsed(tmp_path: Path) -> None:
+    small = UploadLimits(max_memory_bytes=1 << 20)
+    wide = ("label" + ",a" * 100_000 + "\n").encode()  # 200 KB of text, ~13 MB parsed
+    with pytest.raises(LimitExceeded, match="UPLOAD_MAX_MEMORY_BYTES"):
+        build(tmp_path, "wide.csv", wide, limits=small)
+    labels = "x,label\n" + "".join(f"{i},label-{i}\n" for i in range(10_000))
+    with pytest.raises(LimitExceeded, match="UPLOAD_MAX_MEMORY_BYTES"):  # 10,000 x 256 bytes
+        build(tmp_path, "labels.csv", labels.encode(), limits=small)
+
+
+def test_an_npz_shape_too_large_for_int64_is_refused_not_wrapped(tmp_path: Path) -> None:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 32, 1 << 32)}
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("x.npy", header.getvalue() + bytes(64))
+        archive.writestr("y.npy", header.getvalue() + bytes(64))
+    with pytest.raises(InvalidUpload, match="truncated"):
+        build(tmp_path, "wrap.npz", buffer.getvalue())
 
 
 def test_entry_and_pixel_limits(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_preset_arms_are_valid_jobs_and_grow_matches_prune_sizes() -> None:
     request = study(arms=[a.model_dump() for a in arms], seeds=[0])
     jobs = list(expansion.expand(request, arms))
     assert {j.spec.method for j in jobs} == {"train", "prune", "search", "grow"}
-    assert len(jobs) == 3 + 2 * 5
+    assert len(jobs) == 3 + 2 * 7
     grow = [j for j in jobs if j.spec.method == "grow"]
     assert [g.spec.growth.max_parameters for g in grow] == [  # type: ignore[attr-defined]
         preset.mlp_parameters(64, preset.PRUNE_WIDTH, 10, d) for d in (0.5, 0.1)
@@ -102,6 +102,44 @@ def test_preset_arms_are_valid_jobs_and_grow_matches_prune_sizes() -> None:
         "random_graph-d0.1",
         "magnitude-d0.1",
     }
+    rigl = [j for j in jobs if j.arm.startswith("rigl-")]
+    assert [(j.spec.algorithm, j.spec.density) for j in rigl] == [  # type: ignore[attr-defined]
+        ("rigl", 0.5),
+        ("rigl", 0.1),
+    ]
+
+
+def test_preset_unit_arms_match_the_weight_pruned_parameter_counts() -> None:
+    arms = preset.best_small_model(64, 10, densities=(0.5, 0.05))
+    request = study(arms=[a.model_dump() for a in arms], seeds=[0])
+    units = {j.arm: j.spec for j in expansion.expand(request, arms) if j.arm.startswith("prune-u")}
+    assert set(units) == {"prune-units-d0.5", "prune-units-d0.05"}
+    for density in (0.5, 0.05):
+        spec = units[f"prune-units-d{density:g}"]
+        assert spec.granularity == "unit"  # type: ignore[attr-defined]
+        kept = round(spec.density * preset.PRUNE_WIDTH)  # type: ignore[attr-defined]
+        compact = kept * (64 + 1 + 10) + 10  # the compact MLP 64-kept-10
+        weight_pruned = preset.mlp_parameters(64, preset.PRUNE_WIDTH, 10, density)
+        assert abs(compact - weight_pruned) <= (64 + 1 + 10) / 2  # within half a neuron
+
+
+def test_a_unit_granularity_arm_expands_and_a_family_without_units_is_named() -> None:
+    request = study(
+        base={"method": "prune", "density": 0.25},
+        arms=[
+            {"label": "weights", "spec": {}},
+            {"label": "units", "spec": {"granularity": "unit", "model": {"name": "cnn"}}},
+        ],
+        seeds=[0],
+    )
+    jobs = {job.arm: job.spec for job in expansion.expand(request, request.arms)}
+    assert jobs["weights"].granularity == "weight"  # type: ignore[attr-defined]
+    assert (jobs["units"].granularity, jobs["units"].model.name) == ("unit", "cnn")  # type: ignore[attr-defined]
+    graphs = {"granularity": "unit", "model": {"name": "neural_graph"}}
+    bad = study(base={"method": "prune"}, arms=[{"label": "graph", "spec": graphs}])
+    with pytest.raises(InvalidStudy, match="granularity") as caught:
+        list(expansion.expand(bad, bad.arms))
+    assert caught.value.field.startswith("arms[graph].")
 
 
 @pytest.mark.parametrize(
