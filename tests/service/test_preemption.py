@@ -166,9 +166,11 @@ def test_with_the_setting_off_nothing_is_preempted(db_url: str, db: sessionmaker
         services.engine.dispose()
 
 
-# The live test: a low-priority job long enough to be running when the urgent ones arrive.
-EPOCHS = 40
-TRAIN = {"method": "train", "dataset": {"name": "digits"}, "training": {"batch_size": 32}}
+# The live test: a low-priority job long enough (~7 s on a quiet CPU) to be still running
+# when the preemption reaches it: a tick and a lease renewal (a third of the 3 s lease
+# each), then its next checkpoint (an epoch, ~0.12 s).
+EPOCHS = 60
+TRAIN = {"method": "train", "dataset": {"name": "digits"}, "training": {"batch_size": 16}}
 
 
 def submit(

@@ -89,11 +89,15 @@ def _waiting_jobs(session: Session, settings: Settings, level: int) -> list[Job]
 
 
 def _slots(session: Session, settings: Settings) -> list[Slot]:
+    # A job's `worker` says where it runs; a worker row's `current_job_id` may lag behind
+    # (a first claim can commit before the new process's row exists).
     workers = live_workers(session, settings)
-    busy = {w.current_job_id for w in workers if w.current_job_id is not None}
-    running = session.scalars(select(Job).where(Job.id.in_(busy), Job.status == JobStatus.running))
-    jobs = {job.id: job for job in running}
-    return [Slot(w, jobs.get(w.current_job_id) if w.current_job_id else None) for w in workers]
+    names = [w.name for w in workers]
+    running = session.scalars(
+        select(Job).where(Job.worker.in_(names), Job.status == JobStatus.running)
+    )
+    jobs = {job.worker: job for job in running}
+    return [Slot(w, jobs.get(w.name)) for w in workers]
 
 
 def can_run(worker: WorkerRecord, job: Job) -> bool:
