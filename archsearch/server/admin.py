@@ -21,6 +21,7 @@ from archsearch.jobs.domain.accounts.service import issue_token
 from archsearch.jobs.domain.accounts.service import revoke_token as revoke
 from archsearch.jobs.domain.accounts.tokens import TOKEN_SCOPES
 from archsearch.jobs.domain.errors import Forbidden, NotFound
+from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
@@ -52,6 +53,34 @@ def admin() -> None:
 def create_team(name: str, max_running: int | None) -> None:
     _run(lambda s: repository.create_team(s, name, max_running))
     console.print(f"team {name} created")
+
+
+@admin.command("set-team-quota")
+@click.argument("name")
+@click.option(
+    "--weekly-device-hours",
+    required=True,
+    help="device-hours the team's jobs may use per rolling 7 days; 'none' removes the limit",
+)
+def set_team_quota(name: str, weekly_device_hours: str) -> None:
+    """Limit a team's device time; its queued jobs wait while the last 7 days used it up."""
+    hours = None if weekly_device_hours.lower() == "none" else _hours(weekly_device_hours)
+    reason = _run(lambda s: _set_weekly_quota(s, name, hours))
+    console.print(f"team {name}: {'held, ' + reason if reason else 'not held'}")
+
+
+def _hours(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise click.BadParameter(f"a number of hours or 'none', not {value!r}") from None
+
+
+def _set_weekly_quota(session: Session, name: str, hours: float | None) -> str | None:
+    team = repository.team_by_name(session, name)
+    repository.set_weekly_device_hours(session, team, hours)
+    quota.update_holds(session, team_ids={team.id})  # held or released now, not at a tick
+    return team.usage_held_reason
 
 
 @admin.command("create-user")

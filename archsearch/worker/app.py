@@ -29,7 +29,12 @@ from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.device import prepare_training_thread
 from archsearch.jobs.runtime.executor import worker_name
 from archsearch.jobs.runtime.orphans import sweep_orphans
-from archsearch.jobs.runtime.reaper import reap_expired, wake_for_waiting_jobs
+from archsearch.jobs.runtime.reaper import (
+    hold_teams_over_quota,
+    preempt_for_waiting_jobs,
+    reap_expired,
+    wake_for_waiting_jobs,
+)
 from archsearch.jobs.runtime.studies import advance_open_studies
 from archsearch.jobs.runtime.warmup import preload, warm_up
 from archsearch.worker.presence import end_presence, start_presence
@@ -117,6 +122,8 @@ def _reap_forever(settings: Settings) -> None:
     while not stop.wait(interval):
         try:
             reap_expired(services, enqueuer)
+            hold_teams_over_quota(services)
+            preempt_for_waiting_jobs(services)
             wake_for_waiting_jobs(services, enqueuer, older_than_seconds=2 * interval)
             advance_open_studies(services)  # the durable study driver's tick
             if time.monotonic() >= next_sweep:

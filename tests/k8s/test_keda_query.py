@@ -5,8 +5,8 @@ runs the rendered ScaledObjects' queries, and checks the count two ways: the num
 in the scenario, and what the scheduler itself does (`claim_next` with that device's offer
 until nothing is eligible, plus the jobs already running on that kind of worker).
 
-The job domain has no notion of a paused team; the nearest, a team whose quota is used up,
-is scenario `team_at_quota`.
+A paused team is one whose jobs may not start: a team whose running-job quota is used up
+(`team_at_quota`), or one over its weekly device-hours (`team_over_weekly_device_hours`).
 """
 
 from __future__ import annotations
@@ -14,17 +14,21 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts import repository as accounts
 from archsearch.jobs.domain.accounts.tables import Team, User
+from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.repository import Placement, create_job
 from archsearch.jobs.domain.jobs.scheduler import claim_next
 from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
+from archsearch.jobs.domain.usage import quota
+from archsearch.jobs.domain.usage.tables import JobAttempt
 from archsearch.jobs.platform.settings import Settings
 from tests.k8s.conftest import render
 
@@ -73,6 +77,24 @@ class Seed:
         self.users[name] = accounts.create_user(
             self.session, self.teams[team], name, False, max_running
         )
+
+    def used(self, team: str, hours: float, weekly: float) -> None:
+        """The team spent `hours` of device time today, with a weekly quota of `weekly` hours."""
+        self.teams[team].weekly_device_hours = weekly
+        self.job(None, "cpu")
+        done = self.session.scalars(select(Job).order_by(Job.created_at.desc())).first()
+        assert done is not None
+        done.status, done.team_id = JobStatus.succeeded, self.teams[team].id
+        end = utcnow()
+        self.session.add(
+            JobAttempt(
+                job_id=done.id, attempt=1, team_id=done.team_id, method="train",
+                device="cpu", worker="w", started_at=end - timedelta(hours=hours),
+                last_seen_at=end, ended_at=end, seconds=hours * 3600,
+            )
+        )  # fmt: skip
+        self.session.flush()
+        assert team in quota.update_holds(self.session)
 
     def worker(self, name: str, device: str) -> None:
         self.session.add(WorkerRecord(name=name, host="node", device=device))
@@ -165,6 +187,19 @@ def lost_worker(seed: Seed) -> None:
     seed.job("alice", "cpu")  # full: blocked
 
 
+def team_over_weekly_device_hours(seed: Seed) -> None:
+    seed.team("alpha")
+    seed.team("beta")
+    seed.user("alice", "alpha")
+    seed.user("carol", "beta")
+    seed.worker("cpu-1", "cpu")
+    seed.job("alice", "cpu", running_on="cpu-1")  # started before: it runs on
+    seed.used("alpha", hours=3, weekly=2)  # the tick holds alpha
+    for device in ("cpu", "cuda", "auto"):
+        seed.job("alice", device)  # held: none counts
+        seed.job("carol", device)
+
+
 SCENARIOS: dict[str, tuple[Callable[[Seed], None], dict[str, int]]] = {
     "empty_queue": (empty_queue, {"cpu": 0, "cuda": 0}),
     "cuda_vs_cpu": (cuda_vs_cpu, {"cpu": 4, "cuda": 5}),
@@ -172,6 +207,7 @@ SCENARIOS: dict[str, tuple[Callable[[Seed], None], dict[str, int]]] = {
     "team_at_quota": (team_at_quota, {"cpu": 0, "cuda": 1 + 3}),
     "priorities": (priorities, {"cpu": 2, "cuda": 1}),
     "lost_worker": (lost_worker, {"cpu": 1, "cuda": 1}),
+    "team_over_weekly_device_hours": (team_over_weekly_device_hours, {"cpu": 1 + 2, "cuda": 2}),
 }
 
 

@@ -205,3 +205,17 @@ def test_readme_creates_every_secret_key_the_manifests_read(rendered: Objects) -
     assert created == read
     for overlay in OVERLAYS:
         assert f"deploy/k8s/overlays/{overlay}" in section or f"overlays/{overlay}" in section
+
+
+def test_the_api_runs_the_slim_image_and_only_workers_carry_the_engine(rendered: Objects) -> None:
+    # Every image resolves through a kustomization's image list (a component's resources are
+    # outside the base's list), and the API side never pulls the torch image.
+    for overlay, objects in rendered.items():
+        for o in objects:
+            if o["kind"] not in ("Deployment", "Job"):
+                continue
+            worker = o["metadata"]["name"].startswith("archsearch-worker")
+            expected = "archsearch-worker" if worker else "archsearch-api"
+            for container in containers(o["spec"]["template"]["spec"]):
+                image = container["image"]
+                assert image.startswith(f"ghcr.io/example/{expected}:"), (overlay, image)

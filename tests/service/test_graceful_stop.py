@@ -3,16 +3,22 @@ running job back to the queue, without spending an attempt, and another run resu
 the checkpoint; the model is byte-identical to an uninterrupted run of the same seed.
 
 The SIGTERMs go to the worker's main process only, as Kubernetes sends them to a pod's
-PID 1; the worker forwards the request to its pool process. Half the workers have no grace
+PID 1; the worker forwards the request to its pool process. Ten jobs, ten SIGTERMs, each to
+the worker running that job. Starting a worker (imports, warm-up) is what costs time, so warm
+spare workers stand by: the job resumes on one at once, and the stopped worker's replacement
+starts while the next jobs run. Workers alternate between no grace
 (`ARCHSEARCH_STOP_GRACE_SECONDS=0`: the job stops at its next step and resumes from its
-previous checkpoint), half a long one (the job stops right after its next checkpoint).
+previous checkpoint) and a long one (the job stops right after its next checkpoint).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import signal
+import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +32,8 @@ from tests.service.conftest import start_worker
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
-JOBS = 5
+JOBS = 10
+SPARES = 2  # warm workers beside the one running the job
 # On digits an epoch takes ~0.06 s on a quiet CPU: enough epochs that a SIGTERM sent in the
 # first quarter lands seconds before the job could end, however fast the machine is.
 EPOCHS = 60
@@ -53,10 +60,12 @@ def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped
 class Run:
     """What one job's interrupted run looked like, for the test's printed table."""
 
+    worker_pid: int
     epochs_before_sigterm: int
+    grace: str
     preempted_reason: str
-    seconds_to_exit: float
     attempts: int
+    seconds_to_exit: float = 0.0
 
 
 def fingerprint(client: ArchsearchClient, job: JobPublic) -> tuple[object, ...]:
@@ -73,21 +82,83 @@ def sigterm_mid_run(
 ) -> tuple[int, float]:
     """SIGTERM `doomed`'s main process after a random number of epochs (in the first
     quarter: the job must still be training when the signal lands)."""
+    epochs = wait_for_epochs(client, job_id, rng)
+    doomed.popen.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    doomed.popen.wait(timeout=90)
+    return epochs, time.monotonic() - started
+
+
+def wait_for_epochs(client: ArchsearchClient, job_id: str, rng: random.Random) -> int:
+    """Wait until the job runs and has a random number of epochs (first quarter) done."""
     epochs = rng.randint(0, EPOCHS // 4)
     wait_until(
         lambda: (
             client.get_job(job_id).status == "running"
             and len(client.metrics(job_id).get("test_accuracy", [])) >= epochs
         ),
-        120,
+        240,
         "the job never ran",
     )
     time.sleep(rng.uniform(0.0, 0.3))
     assert client.get_job(job_id).status == "running"
-    doomed.popen.send_signal(signal.SIGTERM)
-    started = time.monotonic()
-    doomed.popen.wait(timeout=90)
-    return epochs, time.monotonic() - started
+    return epochs
+
+
+class Workers:
+    """Live worker processes, started without waiting; each knows its grace."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env, self.log_dir = env, log_dir
+        self.live: dict[int, tuple[procs.Proc, str]] = {}  # main pid -> (process, grace)
+        self.exits: dict[int, tuple[procs.Proc, float]] = {}  # pid -> (process, seconds)
+        self._graces = itertools.cycle(GRACES)
+        self._numbers = itertools.count()
+
+    def start(self) -> None:
+        grace = next(self._graces)
+        name = f"graceful{next(self._numbers)}"
+        env = {**self.env, "ARCHSEARCH_STOP_GRACE_SECONDS": grace}
+        args = ["worker", "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h", "--without-mingle"]
+        proc = procs.start(name, args, env, self.log_dir)
+        self.live[proc.popen.pid] = (proc, grace)
+
+    def running(self, worker: str) -> tuple[procs.Proc, str]:
+        """The worker whose pool process `worker` (host:pid) is."""
+        pid = int(worker.rsplit(":", 1)[1])
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        return self.live[parent]
+
+    def sigterm(self, proc: procs.Proc) -> None:
+        """SIGTERM `proc`'s main process; its exit is timed in the background."""
+        del self.live[proc.popen.pid]
+        proc.popen.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+
+        def timed() -> None:
+            proc.popen.wait(timeout=120)
+            self.exits[proc.popen.pid] = (proc, time.monotonic() - sent)
+
+        threading.Thread(target=timed, daemon=True).start()
+
+    def stop_all(self) -> None:
+        for proc, _ in self.live.values():
+            proc.stop()
+
+
+def interrupt_once(
+    client: ArchsearchClient, workers: Workers, rng: random.Random
+) -> tuple[str, Run]:
+    """Submit a job, SIGTERM the worker that runs it mid-run, start its replacement."""
+    job_id = str(client.submit(SPEC).id)
+    epochs = wait_for_epochs(client, job_id, rng)
+    worker = client.get_job(job_id).worker
+    assert worker is not None
+    doomed, grace = workers.running(worker)
+    workers.sigterm(doomed)
+    workers.start()
+    return job_id, Run(doomed.popen.pid, epochs, grace, "", 0)
 
 
 def test_sigterm_hands_jobs_back_without_spending_an_attempt(
@@ -97,23 +168,17 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
     log_dir: Path,
     token: str,
 ) -> None:
-    worker.stop()  # the shared worker out: each job meets the worker this test stops
+    worker.stop()  # the shared worker out: each job meets the workers this test stops
     rng, runs = random.Random(25), []
-    current = start_worker({**service_env, **ONE_THREAD}, log_dir, "graceful")
+    workers = Workers({**service_env, **ONE_THREAD}, log_dir)
+    for _ in range(1 + SPARES):
+        workers.start()
     try:
         with ArchsearchClient(api_url, token=token) as client:
-            reference = client.wait(client.submit(SPEC).id, timeout=240)
-            assert reference.status == "succeeded" and reference.attempts == 1
-            expected = fingerprint(client, reference)
-            for i in range(JOBS):
-                job_id = str(client.submit(SPEC).id)
-                epochs, seconds = sigterm_mid_run(client, job_id, current, rng)
-                assert current.popen.returncode == 0, current.log()
-                job = client.get_job(job_id)
-                assert (job.status, job.attempts) == ("queued", 0), current.log()
-                grace = {"ARCHSEARCH_STOP_GRACE_SECONDS": GRACES[i % 2]}
-                env = {**service_env, **ONE_THREAD, **grace}
-                current = start_worker(env, log_dir, f"graceful{i}")
+            # The uninterrupted run goes on beside the first interrupted ones.
+            reference_id, finals = client.submit(SPEC).id, []
+            for _ in range(JOBS):
+                job_id, run = interrupt_once(client, workers, rng)
                 final = client.wait(job_id, timeout=240)
                 assert (final.status, final.attempts) == ("succeeded", 1), final.error
                 events = [(e.to_status, e.reason) for e in client.events(job_id)]
@@ -121,12 +186,22 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
                 assert len(preempted) == 1 and ("queued", preempted[0]) in events, events
                 assert "worker stopping (SIGTERM)" in preempted[0]
                 assert not [r for _, r in events if "lease expired" in r]
-                assert fingerprint(client, final) == expected
-                runs.append(Run(epochs, preempted[0], seconds, final.attempts))
+                run.preempted_reason, run.attempts = preempted[0], final.attempts
+                runs.append(run)
+                finals.append(final)
+            reference = client.wait(reference_id, timeout=240)
+            assert reference.status == "succeeded" and reference.attempts == 1
+            expected = fingerprint(client, reference)
+            for final in finals:
+                assert fingerprint(client, final) == expected, final.id
+        wait_until(lambda: len(workers.exits) == JOBS, 120, "a stopped worker never exited")
+        for stopped, _ in workers.exits.values():
+            assert stopped.popen.returncode == 0, stopped.log()
     finally:
-        current.stop()
+        workers.stop_all()
         worker.replace_with(start_worker(service_env, log_dir, "worker"))
     for run in runs:
+        run.seconds_to_exit = workers.exits[run.worker_pid][1]
         print(run)  # the figures (pytest -s)
 
 

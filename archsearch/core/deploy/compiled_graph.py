@@ -21,13 +21,19 @@ compiled form, built once from the eval-mode model:
 - after the product, the rest of the node op: instance norm (it depends on the sample, so it
   stays an op), the activation, the 3x3 depthwise conv.
 - an MLP-style classifier compiles whole (`CompiledGraphClassifier`): its head (batch norm
-  and FC) folded into the last product, and one sample runs as one GEMV per source block
-  (its edges to every later block stacked, `source_plan`) while every product is dense:
-  no concatenation, fewer and larger GEMVs.
+  and FC) folded into the last product. One sample, and the ONNX export, run the static
+  graph unrolled (`unrolled_plan`): one product from the input nodes to every later node,
+  then blocks - 1 rounds of h = act(a + U h) over all hidden nodes, one output product.
 A discrete-time graph (eq. 11) gets one product per step, over only the nodes the result is
 read from: at the last step the output nodes, at step l the sources of the nodes step l + 1
 needs. Nodes other than the inputs start at 0, so their first op output is a constant,
-folded into the first step's bias. Continuous-time graphs stay as they are.
+folded into the first step's bias; a batch norm of the steps folds into the rows before it.
+Continuous-time graphs stay as they are.
+For one sample on the small maps of a conv graph, the 1x1 products run as matrix products
+(`PointwiseConv`) and small depthwise convs as dense block-diagonal ones (`DepthwiseConv`):
+oneDNN's per-call set-up costs more than the arithmetic there. Hidden conv blocks are padded
+with zero channels to a multiple of 8, and the ONNX export sums one 1x1 Conv per source
+block instead of concatenating: onnxruntime then keeps the whole graph in its NCHWc layout.
 
 The compiled model computes the compact model's outputs up to float summation order, in
 eval mode (batch norm from its running statistics): a deployment form, not for training.
@@ -36,6 +42,7 @@ eval mode (batch norm from its running statistics): a deployment form, not for t
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -61,6 +68,45 @@ def _per_channel(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return v.view(-1, *([1] * (x.dim() - 2)))  # broadcast over (B, n, ...)
 
 
+class DepthwiseConv(nn.Conv2d):
+    """A 3x3 depthwise conv that runs one sample on a small map as a dense conv whose
+    weight is block diagonal (kernel c on channel c, zeros elsewhere: the same sums plus
+    exact zeros). Measured at batch 1 on a 7x7 map, 32 channels: the oneDNN depthwise conv
+    48 us, the dense one 28 us (16 channels: 13 us); a dense conv costs channels times the
+    arithmetic, so only maps up to `DENSE_LIMIT` channels^2 x positions run it."""
+
+    DENSE_LIMIT = 32 * 32 * 49
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = self.in_channels
+        small = n * n * x.shape[2] * x.shape[3] <= self.DENSE_LIMIT
+        if x.shape[0] != 1 or not small or _tracing():
+            return super().forward(x)
+        return F.conv2d(x, self.block_diagonal(), self.bias, self.stride, self.padding)
+
+    def block_diagonal(self) -> torch.Tensor:
+        """(n, n, 3, 3), built once per weight (rebuilt if the weight changes)."""
+        key = (self.weight.data_ptr(), self.weight._version)
+        if getattr(self, "_dense_key", None) != key:
+            n = self.in_channels
+            weight = self.weight.new_zeros(n, n, *self.kernel_size)
+            weight[torch.arange(n), torch.arange(n)] = self.weight.detach()[:, 0]
+            self._dense, self._dense_key = weight, key
+        dense: torch.Tensor = self._dense
+        return dense
+
+
+def depthwise(conv: nn.Conv2d) -> nn.Conv2d:
+    """`conv` as a `DepthwiseConv` when it is a depthwise conv; else `conv` itself."""
+    n = conv.in_channels
+    plain = conv.kernel_size == (3, 3) and not isinstance(conv.padding, str)
+    if conv.groups != n or conv.out_channels != n or n == 1 or not plain:
+        return conv
+    fast = DepthwiseConv(n, n, 3, _pair(conv.stride), _pair(conv.padding), groups=n)
+    fast.weight, fast.bias = conv.weight, conv.bias
+    return fast
+
+
 class NodeOp(nn.Module):
     """A block's node op after its product: [norm], activation, [3x3 depthwise conv].
 
@@ -83,7 +129,18 @@ class NodeOp(nn.Module):
         self.conv: nn.Conv2d | None = None
         if kernel is not None:
             n = kernel.shape[0]
-            self.conv = nn.Conv2d(n, n, 3, stride, 1, groups=n, bias=False)
+            self.conv = DepthwiseConv(n, n, 3, _pair(stride), 1, groups=n, bias=False)
+            self.conv.weight.data.copy_(kernel)
+
+    def pad_channels(self, pad: int) -> None:
+        """`pad` more channels that stay 0: zero norm affine, zero kernel."""
+        if self.norm_kind != "none":
+            self.norm_weight = F.pad(self.norm_weight, (0, pad))
+            self.norm_bias = F.pad(self.norm_bias, (0, pad))
+        if self.conv is not None:
+            kernel = F.pad(self.conv.weight.detach(), (0, 0, 0, 0, 0, 0, 0, pad))
+            n, stride = kernel.shape[0], self.conv.stride
+            self.conv = DepthwiseConv(n, n, 3, _pair(stride), 1, groups=n, bias=False)
             self.conv.weight.data.copy_(kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -105,11 +162,44 @@ class GraphLinear(nn.Linear):
         return F.linear(x, self.weight, self.bias)
 
 
+class PointwiseConv(nn.Conv2d):
+    """A 1x1 conv that runs one sample as one matrix product (measured at batch 1 on a 7x7
+    map: the oneDNN 1x1 convolution took about 80 us a call, mostly setting itself up,
+    where the product takes a few); a batch and the ONNX export (a Conv) as a conv."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] != 1 or _tracing() or self.stride != (1, 1) or self.groups != 1:
+            return super().forward(x)
+        weight = self.weight.view(self.out_channels, self.in_channels)
+        flat = x.view(self.in_channels, -1) if x.is_contiguous() else x.reshape(x.shape[1], -1)
+        y = weight @ flat if self.bias is None else torch.addmm(self.bias[:, None], weight, flat)
+        return y.view(1, self.out_channels, *x.shape[2:])
+
+
+def _pair(value: object) -> tuple[int, int]:
+    """A conv's stride or padding (an int or an (h, w) pair) as the pair its constructor
+    takes (a padding given as a string is kept out by the callers)."""
+    if isinstance(value, int):
+        return value, value
+    assert isinstance(value, tuple) and len(value) == 2, "2-d convs have (h, w) pairs"
+    return int(value[0]), int(value[1])
+
+
+def pointwise(conv: nn.Conv2d) -> nn.Conv2d:
+    """`conv` as a `PointwiseConv` when it is a plain 1x1 conv; else `conv` itself."""
+    if conv.kernel_size != (1, 1) or conv.padding not in ((0, 0), "valid") or conv.groups != 1:
+        return conv
+    plain = PointwiseConv(conv.in_channels, conv.out_channels, 1, _pair(conv.stride), 0, 1, 1)
+    plain.weight = conv.weight
+    plain.bias = conv.bias
+    return plain
+
+
 def product_layer(weight: torch.Tensor, bias: torch.Tensor, spatial: bool) -> nn.Module:
     """A destination's in-edges as one layer: a 1x1 conv (conv nodes) or a Linear, with the
     per-node part of `bias` (n, H, W) (`bias_map` is the part that varies by position)."""
     n, m = weight.shape
-    layer = nn.Conv2d(m, n, 1) if spatial else GraphLinear(m, n)
+    layer = PointwiseConv(m, n, 1) if spatial else GraphLinear(m, n)
     layer.weight.data.copy_(weight.reshape(layer.weight.shape))
     assert layer.bias is not None, "product layers have a bias"
     layer.bias.data.copy_(bias.flatten(1)[:, 0])
@@ -136,22 +226,32 @@ class _Products(nn.Module):
             self.register_buffer(f"map{j}", rest)
             self.has_map.append(rest is not None)
 
+    widths: list[int] = []  # block widths, set by a conv graph for `_summed`
+
     def run(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        sources = self.sources[j]
-        x = states[sources[0]] if len(sources) == 1 else torch.cat([states[i] for i in sources], 1)
-        y: torch.Tensor = self.layers[j](x)
+        sources, layer = self.sources[j], self.layers[j]
+        if len(sources) == 1:
+            y: torch.Tensor = layer(states[sources[0]])
+        elif self.widths and _tracing() and isinstance(layer, nn.Conv2d):
+            y = self._summed(layer, [states[i] for i in sources], sources)
+        else:
+            y = layer(torch.cat([states[i] for i in sources], 1))
         return y + getattr(self, f"map{j}") if self.has_map[j] else y
 
-    def run_vector(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        """`run` for one MLP-style sample kept 1-d: a dense product is one `addmv`, with no
-        module call (the calls cost more than the arithmetic); a sparse one its module."""
-        sources = self.sources[j]
-        x = states[sources[0]] if len(sources) == 1 else torch.cat([states[i] for i in sources])
-        layer = self.layers[j]
-        if isinstance(layer, GraphLinear):
-            return torch.addmv(layer.bias, layer.weight, x)  # (out,)
-        out: torch.Tensor = layer(x[None])[0]
-        return out
+    def _summed(
+        self, layer: nn.Conv2d, states: list[torch.Tensor], sources: tuple[int, ...]
+    ) -> torch.Tensor:
+        """A conv product exported as one 1x1 Conv per source block, summed: no Concat,
+        which onnxruntime runs outside its NCHWc layout, reordering before and after
+        (measured at batch 1 on the default conv graph: 25 us, against 21 us summed)."""
+        at, y = 0, None
+        for i, state in zip(sources, states, strict=True):
+            weight = layer.weight[:, at : at + self.widths[i]]
+            at += self.widths[i]
+            term = F.conv2d(state, weight, layer.bias if y is None else None)
+            y = term if y is None else y + term
+        assert y is not None, "a product has sources"
+        return y
 
 
 def batch_affine(ops: NodeOps, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -210,6 +310,31 @@ def _fold_rows(
     return weight * scale[:, None], bias * scale[:, None, None] + shift[:, None, None]
 
 
+CHANNEL_MULTIPLE = 8
+
+
+def _pad_hidden_blocks(ops: list[nn.Module], pieces: list[Piece], widths: list[int]) -> None:
+    """Pad each hidden conv block with zero channels (zero rows in the product computing it,
+    zero columns where it is read, a zero kernel) to a multiple of 8: onnxruntime runs such
+    convs in its blocked NCHWc layout, others in a generic kernel (measured on a 31-channel
+    7x7 depthwise conv: 16 us, against 3 us for its 32-channel neighbours)."""
+    for j in range(1, len(pieces)):  # pieces[j - 1] computes hidden block j
+        pad = -widths[j] % CHANNEL_MULTIPLE
+        op = ops[j]
+        if pad == 0 or not isinstance(op, NodeOp):
+            continue
+        sources, weight, bias = pieces[j - 1]
+        pieces[j - 1] = (sources, F.pad(weight, (0, 0, 0, pad)), F.pad(bias, (0, 0, 0, 0, 0, pad)))
+        for k in range(j, len(pieces)):
+            sources, weight, bias = pieces[k]
+            if j in sources:
+                end = sum(widths[i] for i in sources[: sources.index(j) + 1])
+                zeros = weight.new_zeros(len(weight), pad)
+                pieces[k] = (sources, torch.cat([weight[:, :end], zeros, weight[:, end:]], 1), bias)
+        op.pad_channels(pad)
+        widths[j] += pad
+
+
 class CompiledStaticGraph(nn.Module):
     """A static graph (eval mode) as one product per destination block and the node ops;
     same input and output as the graph it was compiled from."""
@@ -231,8 +356,14 @@ class CompiledStaticGraph(nn.Module):
                     weight, bias = _fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
                 ops.append(_node_op(graph.ops, torch.arange(s[j], s[j + 1]), fold))
             pieces.append((sources, weight, bias))
+        widths = [s[i + 1] - s[i] for i in range(last + 1)]
+        if self.spatial:
+            _pad_hidden_blocks(ops, pieces, widths)  # widths padded too
         self.node_ops = nn.ModuleList(ops if self.spatial else [])
         self.products = _Products(pieces, self.spatial)
+        self.products.widths = widths if self.spatial else []
+        # What the products are now, read per call without nn.Module's attribute lookup.
+        self._layer_slots = self.products.layers._modules
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, n_0, H, W) input-node states -> (B, n_out, H', W')."""
@@ -247,87 +378,155 @@ class CompiledStaticGraph(nn.Module):
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_0) -> (B, n_out); the input nodes' norm is in the products."""
         act = self.act
-        vector = x.shape[0] == 1 and not _tracing()
-        plan = self.vector_plan(x)
-        if plan is not None:
-            return _run_source_plan(plan, act, x[0])[None]
-        run = self.products.run_vector if vector else self.products.run
-        states = [x[0] if vector else x]
+        if tuple(self._layer_slots.values()) == self._plan_layers:  # the plan is current
+            if _tracing():  # the export: the transposed buffers, stored as initializers
+                names = ("in_hidden", "in_out", "bias_hidden", "bias_out", "u", "out")
+                plan = tuple(getattr(self, f"plan_{name}") for name in names)
+                return unrolled_batch(plan, self._plan[4], act, x)
+            if x.shape[0] == 1:
+                return unrolled_vector(self.vector_plan(), act, x[0])[None]
+        run = self.products.run
+        states = [x]
         last = len(self.products.layers) - 1
         for j in range(last):
             states.append(act(run(j, states)))
-        out = run(last, states)
-        return out[None] if vector else out
+        return run(last, states)
 
     @property
     def act(self) -> Callable[[torch.Tensor], torch.Tensor]:
         # torch.relu skips F.relu's Python wrapper: at batch 1 every call counts.
         return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
-    def vector_plan(self, x: torch.Tensor) -> SourcePlan | None:
-        """The source-block plan when `x` is one sample and every product is dense."""
-        if x.shape[0] != 1 or _tracing():
-            return None
-        return self._source_plan()
+    _plan_layers: tuple[nn.Module | None, ...] = ()  # set by `build_plan`
 
-    def _source_plan(self) -> SourcePlan | None:
-        """The dense products regrouped by source block (built once, for one sample)."""
-        layers = list(self.products.layers)
-        key = tuple(id(layer) for layer in layers)
-        if getattr(self, "_plan_key", None) != key:
-            dense = all(isinstance(layer, GraphLinear) for layer in layers)
-            self._plan = source_plan(self.products) if dense else None
-            self._plan_key = key
-        plan: SourcePlan | None = self._plan
-        return plan
+    def build_plan(self) -> None:
+        """Build the unrolled plan from the final (dense) products, used while they are the
+        products (a sparse form chosen per batch regime replaces them, and runs itself).
+        The export reads it transposed (x @ W: Gemm without a transpose the exporter would
+        fold into a constant) from buffers, stored as initializers, not in the state dict;
+        the input product in two, the hidden rows (mostly zero: stored sparse) and the
+        output rows (dense once the head is folded in)."""
+        layers = tuple(self._layer_slots.values())
+        if self.spatial or not all(isinstance(layer, GraphLinear) for layer in layers):
+            return
+        plan = unrolled_plan(self.products)
+        w_in, bias, u, out, _ = plan
+        hidden = len(u)
+        export = {
+            "in_hidden": w_in[:hidden].t(),
+            "in_out": w_in[hidden:].t(),
+            "bias_hidden": bias[:hidden],
+            "bias_out": bias[hidden:],
+            "u": u.t(),
+            "out": out.t(),
+        }
+        for name, tensor in export.items():
+            self.register_buffer(f"plan_{name}", tensor.contiguous(), persistent=False)
+        self._plan = plan
+        self._plan_layers = layers
+
+    _vector_plan: UnrolledPlan | None = None
+
+    def vector_plan(self) -> UnrolledPlan:
+        """The plan for one sample: its input product sparse if mostly zero (built at the
+        first call: a sparse tensor cannot be deep-copied, as `core.deploy.forms` does)."""
+        if self._vector_plan is None:
+            self._vector_plan = (_sparse_if_small(self._plan[0]), *self._plan[1:])
+        return self._vector_plan
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_vector_plan": None}  # a copy builds its own
 
 
-SourcePlan = tuple[torch.Tensor, list[torch.Tensor], list[int]]
+def _sparse_if_small(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` as CSR with int32 indices when under a quarter of it is nonzero. The input
+    product is the largest (every later node's row over all inputs, mostly zero): measured
+    on the bench's MLP-style graph (106 x 784, 18% nonzero) at batch 1, 23 us for the whole
+    graph against 28 us dense, and 27 against 48 us when other models run in between
+    (the dense matrix no longer in cache)."""
+    if int((weight != 0).sum()) * 4 >= weight.numel():
+        return weight
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "CSR support is in beta", as in core.deploy.forms
+        csr = weight.to_sparse_csr()
+        crow, col = csr.crow_indices().int(), csr.col_indices().int()
+        return torch.sparse_csr_tensor(crow, col, csr.values(), csr.shape)
 
 
-def source_plan(products: _Products) -> SourcePlan:
-    """(bias of every destination, per source block the stacked weights of its edges to all
-    later blocks, each hidden block's width): one product per source block, no concatenation.
-    At batch 1 this measured faster than the per-destination products (fewer, larger GEMVs)."""
+# (input weight (H + n_out, n_0), bias (H + n_out), hidden to hidden (H, H), hidden to
+# output (n_out, H), rounds: hidden blocks - 1, -1 if none): H the hidden nodes, all blocks.
+UnrolledPlan = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
+
+
+def unrolled_plan(products: _Products) -> UnrolledPlan:
+    """The dense products as one matrix over all nodes, split by what it reads: the input
+    nodes (one product for every later node), the hidden nodes (block lower triangular U)
+    and, for the outputs, the hidden nodes. Hidden states solve h = act(a + U h): h0 =
+    act(a) has block 1 right, each round one more block (U sends only to later blocks),
+    so blocks - 1 rounds of one product each, instead of one product per block pair or
+    per block. The zero blocks of U cost arithmetic, the calls they save cost more (at
+    batch 1 in torch and onnxruntime; measured in bench/deploy.py)."""
     layers = [layer for layer in products.layers if isinstance(layer, nn.Linear)]
     widths = [layers[0].in_features] + [layer.out_features for layer in layers]
-    stacked: list[torch.Tensor] = []
-    for i in range(len(layers)):  # source block i feeds destinations i + 1 ...
-        parts = []
-        for j in range(i, len(layers)):  # product j computes destination block j + 1
-            sources, weight = products.sources[j], layers[j].weight.detach()
-            if i in sources:
-                at = sum(widths[k] for k in sources[: sources.index(i)])
-                parts.append(weight[:, at : at + widths[i]])
-            else:
-                parts.append(weight.new_zeros(weight.shape[0], widths[i]))
-        stacked.append(torch.cat(parts).contiguous())
+    starts = [sum(widths[:k]) for k in range(len(widths) + 1)]
+    n_in, total = widths[0], starts[-1]
+    full = layers[0].weight.new_zeros(total - n_in, starts[-2])  # rows: every later node
+    for j, layer in enumerate(layers):  # product j computes block j + 1
+        at = 0
+        for i in products.sources[j]:
+            rows = slice(starts[j + 1] - n_in, starts[j + 2] - n_in)
+            full[rows, starts[i] : starts[i + 1]] = layer.weight.detach()[:, at : at + widths[i]]
+            at += widths[i]
+    hidden = starts[-2] - n_in
     bias = torch.cat([layer.bias.detach() for layer in layers])
-    return bias, stacked, widths[1:-1]
+    u, out = full[:hidden, n_in:].contiguous(), full[hidden:, n_in:].contiguous()
+    return full[:, :n_in].contiguous(), bias, u, out, len(layers) - 2
 
 
-def _run_source_plan(
-    plan: SourcePlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+def unrolled_vector(
+    plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
 ) -> torch.Tensor:
-    bias, stacked, widths = plan
-    acc = torch.addmv(bias, stacked[0], x)  # every later node's input from the input nodes
-    for weight, width in zip(stacked[1:], widths, strict=True):
-        acc = torch.addmv(acc[width:], weight, act(acc[:width]))
-    return acc  # (classes,)
+    """One sample (n_0,) -> (n_out,) by `unrolled_plan`, as GEMVs: no batch dimension."""
+    w_in, bias, u, out, rounds = plan
+    acc = torch.addmv(bias, w_in, x)
+    if rounds < 0:  # no hidden nodes
+        return acc
+    a, o = acc.split((u.shape[0], out.shape[0]))  # type: ignore[no-untyped-call]
+    h = act(a)
+    for _ in range(rounds):
+        h = act(torch.addmv(a, u, h))
+    return torch.addmv(o, out, h)
+
+
+def unrolled_batch(
+    plan: tuple[torch.Tensor, ...],
+    rounds: int,
+    act: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+) -> torch.Tensor:
+    """(B, n_0) -> (B, n_out) by `unrolled_plan` transposed, its input product in two (see
+    `build_plan`): in ONNX a Gemm per product, each hidden one followed by the activation
+    (onnxruntime fuses Gemm and Relu)."""
+    in_hidden, in_out, bias_hidden, bias_out, u, out = plan
+    o = torch.addmm(bias_out, x, in_out)
+    if rounds < 0:  # no hidden nodes
+        return o
+    a = torch.addmm(bias_hidden, x, in_hidden)
+    h = act(a)
+    for _ in range(rounds):
+        h = act(torch.addmm(a, h, u))
+    return torch.addmm(o, h, out)
 
 
 class CompiledGraphClassifier(nn.Module):
     """An MLP-style neural-graph classifier compiled whole: the flattened input is the input
     nodes' states and the graph's last product computes the logits (head folded in)."""
 
-    def __init__(self, graph: CompiledStaticGraph) -> None:
+    def __init__(self, graph: CompiledStaticGraph | CompiledDynamicGraph) -> None:
         super().__init__()
         self.graph = graph
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        plan = self.graph.vector_plan(x)
-        if plan is not None:  # one sample, dense products: the fewest calls
-            return _run_source_plan(plan, self.graph.act, x.reshape(-1))[None]
         return self.graph.forward_flat(x.flatten(1))  # (B, classes)
 
 
@@ -341,6 +540,15 @@ def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tenso
     return needed
 
 
+def _fold_step_norms(ops: NodeOps, pieces: list[Piece], needed: list[torch.Tensor]) -> None:
+    """Each step's eval-mode batch norm folded into the rows of the product before it
+    (pieces[p] computes the nodes needed[p + 1], whose op starts with that norm)."""
+    scale, shift = batch_affine(ops, 0, ops.n)
+    for p, (sources, weight, bias) in enumerate(pieces[:-1]):
+        k, c = scale[needed[p + 1]], shift[needed[p + 1]]
+        pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
+
+
 class CompiledDynamicGraph(nn.Module):
     """A discrete-time graph (eq. 11, eval mode) as one node op and one product per step,
     each over only the nodes its result is read from."""
@@ -350,17 +558,26 @@ class CompiledDynamicGraph(nn.Module):
         assert graph.time == "discrete", "an ODE solver's steps depend on the input"
         ops, n_in = graph.dynamics.ops, graph.n_in
         self.spatial = ops.spec.kind == "conv"
+        self.norm = ops.spec.effective_norm
+        self.activation = ops.spec.activation if not self.spatial else "relu"
         a = graph.edges.matrix().detach()  # (N, N), built once
         needed = needed_per_step(a, graph.n_out, graph.steps)
         node_ops = [_node_op(ops, torch.arange(n_in), False)]
         bias = self._start_constants(ops, a[needed[1]], needed[0][needed[0] >= n_in], graph.hw)
         pieces: list[Piece] = [((0,), a[needed[1]][:, :n_in], bias)]
         for step in range(2, graph.steps + 1):
-            node_ops.append(_node_op(ops, needed[step - 1], False))
+            node_ops.append(_node_op(ops, needed[step - 1], self.fold))
             weight = a[needed[step]][:, needed[step - 1]]
             pieces.append(((0,), weight, weight.new_zeros(len(weight), 1, 1)))
+        if self.fold:
+            _fold_step_norms(ops, pieces, needed)
         self.node_ops = nn.ModuleList(node_ops)
         self.products = _Products(pieces, self.spatial)
+
+    @property
+    def fold(self) -> bool:
+        """Whether the node ops' norm is a batch norm (affine in eval mode): MLP-style."""
+        return self.norm == "batch"
 
     def _start_constants(
         self, ops: NodeOps, rows: torch.Tensor, constant: torch.Tensor, hw: tuple[int, int]
@@ -376,10 +593,21 @@ class CompiledDynamicGraph(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, n_in, H, W) -> (B, n_out, H, W), the output nodes after the last step."""
-        s = x if self.spatial else x.flatten(1)
+        if not self.spatial:
+            return self.forward_flat(x.flatten(1))[:, :, None, None]
+        s = x
         for j, op in enumerate(self.node_ops):
             s = self.products.run(j, [op(s)])
-        return s if self.spatial else s[:, :, None, None]
+        return s
+
+    def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
+        """MLP-style: (B, n_in) -> (B, n_out); after the first step's op (the input nodes'
+        norm and activation) every op is the activation alone (its norm folded)."""
+        s = self.products.run(0, [self.node_ops[0](x)])
+        act = torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
+        for j in range(1, len(self.node_ops)):
+            s = self.products.run(j, [act(s) if self.fold else self.node_ops[j](s)])
+        return s
 
 
 CompiledGraph = CompiledStaticGraph | CompiledDynamicGraph
@@ -446,10 +674,15 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
     for i, graph in enumerate(list(graphs)):
         graphs[i] = _compiled(graph)
     _fold_input_norms(compiled, list(graphs))
+    stem = getattr(compiled, "stem", None)
+    if isinstance(stem, nn.Sequential):
+        compiled.stem = _folded_stem(stem)
     if isinstance(compiled, NeuralGraphClassifier):
         _fold_head(compiled)
         graph = compiled.graphs[0]
         if isinstance(graph, CompiledStaticGraph) and not graph.spatial:
+            graph.build_plan()
+        if isinstance(graph, CompiledGraph) and not graph.spatial:
             return CompiledGraphClassifier(graph).eval()
     fc = getattr(compiled, "fc", None)
     if isinstance(fc, MaskedLinear):
@@ -499,6 +732,21 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
             scale, shift = _batch_norm_affine(head)
             _scale_last_product(last.products, scale, shift)
             model.head_norm = nn.Identity()  # type: ignore[assignment]
+
+
+def _folded_stem(stem: nn.Sequential) -> nn.Sequential:
+    """The stem with each eval-mode batch norm folded into the conv before it, and 1x1
+    convs as `PointwiseConv`: fewer and cheaper calls for one sample."""
+    layers: list[nn.Module] = []
+    for layer in stem:
+        previous = layers[-1] if layers else None
+        if isinstance(layer, nn.BatchNorm2d) and isinstance(previous, nn.Conv2d):
+            layers[-1] = _scaled_conv(previous, *_batch_norm_affine(layer))
+        else:
+            layers.append(layer)
+    return nn.Sequential(
+        *(depthwise(pointwise(m)) if isinstance(m, nn.Conv2d) else m for m in layers)
+    )
 
 
 def _scaled_conv(conv: nn.Conv2d, scale: torch.Tensor, shift: torch.Tensor) -> nn.Conv2d:

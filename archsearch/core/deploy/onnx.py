@@ -70,6 +70,7 @@ def sparse_initializers(onnx_bytes: bytes) -> bytes:
     indices, values) moved to the graph's sparse initializers; lossless."""
     model = onnx.load_from_string(onnx_bytes)
     graph = model.graph
+    _constants_to_initializers(graph)
     kept = []
     for tensor in graph.initializer:
         array = numpy_helper.to_array(tensor)
@@ -87,6 +88,35 @@ def sparse_initializers(onnx_bytes: bytes) -> bytes:
     onnx.checker.check_model(model)
     data: bytes = model.SerializeToString()
     return data
+
+
+def _constants_to_initializers(graph: onnx.GraphProto) -> None:
+    """Constant nodes holding a float tensor of 2+ dims (what the exporter makes of tensors
+    a model derives rather than registers, such as a compiled graph's plan) as initializers,
+    so that `sparse_initializers` can store them sparse; one per distinct tensor (the
+    exporter repeats a constant at every use)."""
+    nodes: list[onnx.NodeProto] = []
+    names: dict[tuple[object, ...], str] = {}
+    same: dict[str, str] = {}
+    for node in graph.node:
+        value = node.attribute[0] if node.op_type == "Constant" and node.attribute else None
+        if value is None or value.name != "value" or len(value.t.dims) < 2:
+            nodes.append(node)
+            continue
+        key = (tuple(value.t.dims), value.t.data_type, value.t.raw_data or node.output[0])
+        if key in names:
+            same[node.output[0]] = names[key]
+            continue
+        names[key] = node.output[0]
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(value.t)
+        tensor.name = node.output[0]
+        graph.initializer.append(tensor)
+    for node in nodes:
+        for k, name in enumerate(node.input):
+            node.input[k] = same.get(name, name)
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def ort_session(onnx_bytes: bytes) -> Any:

@@ -66,6 +66,9 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     cancel_requested_by: Mapped[str | None] = mapped_column(String(200))
+    # Priority preemption: the queued job that needs this running job's worker; the worker
+    # hands this job back at its next checkpoint (`runtime/lease.py` reads it).
+    stop_requested_for: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     worker: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

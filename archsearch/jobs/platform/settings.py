@@ -97,6 +97,16 @@ class Settings(BaseSettings):
         "this long, then stops it at the next step; either way the job goes back to the queue "
         "without spending an attempt (keep it under the pod's terminationGracePeriodSeconds)",
     )
+    preemption: bool = Field(
+        default=False,
+        description="a queued job of priority `preemption_priority` or above that finds every "
+        "worker able to run it busy stops the running job of the lowest lower priority (the "
+        "youngest among equals) at its next checkpoint; that job goes back to the queue "
+        "without spending an attempt and resumes later from its checkpoint",
+    )
+    preemption_priority: Literal["high", "urgent"] = Field(
+        default="urgent", description="the lowest priority that may preempt (with `preemption`)"
+    )
     visibility_timeout: int = Field(
         default=7 * 24 * 3600, description="broker redelivery timeout, above the longest job"
     )

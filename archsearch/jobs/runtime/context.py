@@ -1,7 +1,9 @@
 """A RunContext backed by the database and the object store: how a running job talks out.
 
-When the worker is asked to stop, the job ends at its next checkpoint (right after writing
-it) or, past the stop's grace, at its next step, by raising `JobPreempted`.
+When the worker is asked to stop (`services.stop`), or the scheduler asks this job to make
+way for one of higher priority (`job_stop`, from the lease renewal), the job ends at its next
+checkpoint (right after writing it) or, past the stop's grace, at its next step, by raising
+`JobPreempted`.
 
 Progress and metrics are buffered and written at most every `flush_seconds` in one short
 transaction, which also reads the job's cancel flag, so reporting every step costs a few
@@ -27,6 +29,7 @@ from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.services import Services
+from archsearch.jobs.platform.stopping import StopRequest
 
 
 class JobPreempted(JobCancelled):
@@ -42,8 +45,11 @@ class DbRunContext:
         device: torch.device,
         lease_lost: threading.Event,
         flush_seconds: float = 0.5,
+        *,
+        job_stop: StopRequest | None = None,
     ) -> None:
         self.lease_lost = lease_lost
+        self.stops = (services.stop, job_stop or StopRequest())  # the process's, the job's
         self.services = services
         self.job_uuid = job_id
         self.job_id = str(job_id)
@@ -75,10 +81,11 @@ class DbRunContext:
     def should_stop(self) -> bool:
         if self.lease_lost.is_set():
             return True  # another attempt owns the job now; stop without recording anything
-        if self.services.stop.overdue():
+        stop = self._stop_requested()
+        if stop is not None and stop.overdue():
             # No checkpoint came in time: stop at this step; the next attempt resumes from
             # the previous checkpoint, and re-reported points overwrite their own rows.
-            raise JobPreempted(f"{self.services.stop.reason}, before its next checkpoint")
+            raise JobPreempted(f"{stop.reason}, before its next checkpoint")
         if time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
         return self._cancel_requested
@@ -94,8 +101,11 @@ class DbRunContext:
         # The other order left a checkpoint past the stored points: that epoch never came back.
         self.flush()
         self.services.store.write_checkpoint(self.job_uuid, checkpoint_to_bytes(state))
-        if self.services.stop.requested:  # the worker is stopping: here is a clean place
-            raise JobPreempted(f"{self.services.stop.reason}, at a checkpoint")
+        if (stop := self._stop_requested()) is not None:  # stopping: here is a clean place
+            raise JobPreempted(f"{stop.reason}, at a checkpoint")
+
+    def _stop_requested(self) -> StopRequest | None:
+        return next((stop for stop in self.stops if stop.requested), None)
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         data = self.services.store.read_checkpoint(self.job_uuid)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +136,7 @@ def run_claimed(
         with JobLog(services, job_id), LeaseKeeper(services, job_id, worker) as lease:
             log.info("job %s running on worker %s", job_id, worker)
             with storage_patience(patience):
-                outcome = _run(services, job_id, raw_spec, lease.lost)
+                outcome = _run(services, job_id, raw_spec, lease)
             log.info("run ended: %s (%s)", outcome.status.value, outcome.reason)
     except TRANSIENT_ERRORS as exc:
         _requeue_best_effort(services, job_id, f"interrupted by {type(exc).__name__}")
@@ -178,11 +177,12 @@ def record_outcome(services: Services, job_id: uuid.UUID, outcome: Outcome, work
 
 
 def _run(
-    services: Services, job_id: uuid.UUID, raw_spec: dict[str, Any], lease_lost: threading.Event
+    services: Services, job_id: uuid.UUID, raw_spec: dict[str, Any], lease: LeaseKeeper
 ) -> Outcome:
     try:
         spec = parse_job_spec(raw_spec)
-        ctx = DbRunContext(services, job_id, pick_device(spec), lease_lost)
+        device = pick_device(spec)
+        ctx = DbRunContext(services, job_id, device, lease.lost, job_stop=lease.stop)
         data = load_job_dataset(services, spec)
         return Outcome.succeeded(_run_method(spec, data, ctx))
     except JobPreempted as exc:

@@ -1,7 +1,7 @@
-"""Returns to the queue the running jobs whose worker stopped renewing its lease.
-
-Any live worker (and the embedded runner) calls `reap_expired` periodically; the next
-attempt resumes from the job's last checkpoint.
+"""The scheduler's tick, run by every live worker: returns to the queue the running jobs
+whose worker stopped renewing its lease (the next attempt resumes from the job's last
+checkpoint), holds the teams over their weekly device-hours (`usage/quota.py`), and, with
+`preemption` set, asks running jobs of lower priority to make way (`jobs/preemption.py`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import uuid
 
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
-from archsearch.jobs.domain.jobs import claims, repository
+from archsearch.jobs.domain.jobs import claims, preemption, repository
 from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
@@ -50,3 +51,24 @@ def wake_for_waiting_jobs(
     for device in devices:
         enqueuer.enqueue(uuid.uuid4(), device)
     return devices
+
+
+def hold_teams_over_quota(services: Services) -> dict[str, str | None]:
+    """Hold (or release) the teams whose weekly device-hours are used up (or no longer)."""
+    with transaction(services.sessions) as session:
+        changed = quota.update_holds(session)
+    for team, reason in changed.items():
+        log.info("team %s: %s", team, reason or "released: device-hours left this week")
+    return changed
+
+
+def preempt_for_waiting_jobs(services: Services) -> list[preemption.Preemption]:
+    """With `preemption` set: ask the running jobs that must make way for waiting jobs of
+    high priority to stop at their next checkpoint (their workers read it at a renewal)."""
+    if not services.settings.preemption:
+        return []
+    with transaction(services.sessions) as session:
+        asked = preemption.plan_preemptions(session, services.settings)
+    for each in asked:
+        log.info("asked job %s to stop for job %s", each.victim_id, each.job_id)
+    return asked

@@ -13,6 +13,8 @@ from archsearch.core.deploy.compiled_graph import (
     CompiledDynamicGraph,
     CompiledGraphClassifier,
     CompiledStaticGraph,
+    DepthwiseConv,
+    PointwiseConv,
     compile_graphs,
     needed_per_step,
 )
@@ -102,7 +104,9 @@ def test_sparse_forms_of_the_products_keep_the_outputs() -> None:
             torch.testing.assert_close(sparse(x), model(x), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["static-conv", "mlp-style", "discrete", "mobilenet-dnw"])
+@pytest.mark.parametrize(
+    "name", ["static-conv", "mlp-style", "discrete", "discrete-mlp-style", "mobilenet-dnw"]
+)
 def test_onnx_of_the_compiled_graph_matches_torch(name: str) -> None:
     model, architecture = _masked(GRAPHS[name])
     compiled = compile_graphs(compact_model(model, architecture)[0], SHAPE)
@@ -135,3 +139,55 @@ def test_load_deployed_compiles_only_what_ran_compiled() -> None:
     with torch.no_grad():
         torch.testing.assert_close(deployed(x), model(x), rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(old(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def _onnx_ops(model: torch.nn.Module) -> list[str]:
+    graph = onnx.load_from_string(sparse_initializers(export_onnx(model, SHAPE))).graph
+    return [node.op_type for node in graph.node]
+
+
+def test_mlp_style_graph_runs_unrolled_for_one_sample_and_in_onnx() -> None:
+    config = NeuralGraphConfig(node_op="act", hidden_blocks=(8, 8, 8), output_nodes=6)
+    model, architecture = _masked(config)
+    compiled = compile_graphs(compact_model(model, architecture)[0], SHAPE)
+    assert isinstance(compiled, CompiledGraphClassifier)
+    graph = compiled.graph
+    assert isinstance(graph, CompiledStaticGraph)
+    # One sample: the plan's GEMVs, not the products (their weights zeroed here to show it).
+    with torch.no_grad():
+        x = torch.randn(1, *SHAPE)
+        expected = model(x)
+        saved = [layer.weight.detach().clone() for layer in graph.products.layers]
+        for layer in graph.products.layers:
+            layer.weight.data.zero_()
+        torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
+        for layer, weight in zip(graph.products.layers, saved, strict=True):
+            layer.weight.data.copy_(weight)
+    # The export: the input product (hidden rows, output rows), blocks - 1 rounds over the
+    # hidden nodes, an output product; no concatenation or split. It computes what torch
+    # computes, at any batch.
+    ops = _onnx_ops(compiled)
+    assert ops.count("Gemm") == 2 + 2 + 1 and "Concat" not in ops and "Split" not in ops
+    data = sparse_initializers(export_onnx(compiled, SHAPE))
+    assert onnx_max_abs_diff(data, model, torch.randn(7, *SHAPE)) < 1e-4
+
+
+def test_conv_graph_forms_for_one_sample_and_onnx() -> None:
+    model, architecture = _masked(GRAPHS["static-conv"])  # hidden blocks of 6 nodes
+    compiled = compile_graphs(compact_model(model, architecture)[0], SHAPE)
+    graph = next(m for m in compiled.modules() if isinstance(m, CompiledStaticGraph))
+    # Hidden blocks padded with zero channels to 8 (the input and output blocks are not).
+    assert [op.conv.in_channels for op in graph.node_ops[1:]] == [8, 8]
+    assert all(isinstance(op.conv, DepthwiseConv) for op in graph.node_ops)
+    assert all(isinstance(layer, PointwiseConv) for layer in graph.products.layers)
+    assert any(isinstance(m, PointwiseConv) for m in compiled.get_submodule("stem"))
+    # Each form equals the plain conv it replaces, at batch 1 (its own path) and 3.
+    with torch.no_grad():
+        for form in (graph.node_ops[1].conv, graph.products.layers[1]):
+            assert isinstance(form, torch.nn.Conv2d)
+            for batch in (1, 3):
+                x = torch.randn(batch, form.in_channels, 5, 5)
+                plain = torch.nn.Conv2d.forward(form, x)
+                torch.testing.assert_close(form(x), plain, rtol=1e-5, atol=1e-6)
+    # The export sums one Conv per source block: no Concat.
+    assert "Concat" not in _onnx_ops(compiled)

@@ -28,6 +28,14 @@ def team_by_name(session: Session, name: str) -> Team:
     return team
 
 
+def set_weekly_device_hours(session: Session, team: Team, hours: float | None) -> None:
+    """The team's quota of device-hours per rolling 7 days (None: no limit)."""
+    if hours is not None and hours < 0:
+        raise ValueError(f"weekly device-hours must be 0 or more, not {hours:g}")
+    team.weekly_device_hours = hours
+    session.flush()
+
+
 def create_user(
     session: Session, team: Team, name: str, is_admin: bool, max_running: int | None
 ) -> User:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Integer, String, Uuid
+from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from archsearch.jobs.domain.base import Base, Timestamp, utcnow
@@ -18,6 +18,10 @@ class Team(Base):
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     max_running: Mapped[int | None] = mapped_column(Integer)  # None: the server default
+    # Device-hours the team may use per rolling 7 days (None: no limit). While they are used
+    # up, the scheduler's tick sets `usage_held_reason` and no queued job of the team starts.
+    weekly_device_hours: Mapped[float | None] = mapped_column(Float)
+    usage_held_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
 
 

@@ -45,7 +45,9 @@ full_teams AS (
 
 _NOT_FULL = """
   AND (j.owner_id IS NULL OR j.owner_id NOT IN (SELECT id FROM full_users))
-  AND (j.team_id IS NULL OR j.team_id NOT IN (SELECT id FROM full_teams))"""
+  AND (j.team_id IS NULL OR j.team_id NOT IN (SELECT id FROM full_teams))
+  AND (j.team_id IS NULL OR j.team_id NOT IN (
+    SELECT id FROM teams WHERE usage_held_reason IS NOT NULL))"""
 
 # The head of the queue in scheduler order, unlocked, with its owners' running jobs.
 _HEAD = """

@@ -89,6 +89,7 @@ def requeue_job(session: Session, job_id: uuid.UUID, reason: str, actor: str = "
     transition(job, JobStatus.queued, reason, actor)
     job.lease_expires_at = None
     job.worker = None
+    job.stop_requested_for = None  # the run that was asked to stop is over
     return job
 
 

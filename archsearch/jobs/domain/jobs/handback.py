@@ -33,5 +33,6 @@ def hand_back(
     job.attempts = max(0, job.attempts - 1)
     job.worker = None
     job.lease_expires_at = None
+    job.stop_requested_for = None  # a preemption asked for, now done
     events.job_preempted(session, job, f"{PREEMPTED}: {reason}")
     return True

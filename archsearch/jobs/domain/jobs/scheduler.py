@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
@@ -26,7 +27,8 @@ from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
 from archsearch.jobs.domain.jobs.devices import missing_device_reason
 from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.tables import Job, WorkerRecord
+from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
+from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.settings import Settings
 
 CANDIDATE_WINDOW = 64  # jobs of the top of the queue among which fair share picks
@@ -132,9 +134,8 @@ def _claim_in_process(
     for _ in range(MAX_PICKS):
         per_user, per_team = queue.running_counts(session)
         full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
-        candidates = queue.eligible_queued_jobs(
-            session, offer, full_users, full_teams, CANDIDATE_WINDOW
-        )
+        held = full_teams | quota.held_teams(session)
+        candidates = queue.eligible_queued_jobs(session, offer, full_users, held, CANDIDATE_WINDOW)
         job = pick_fairly(candidates, per_user)
         if job is None:
             return None
@@ -158,6 +159,8 @@ def pending_reason(
     session: Session, job: Job, settings: Settings, position: int | None = None
 ) -> str:
     """Why a queued job waits, in words a user can act on (`position`: if already known)."""
+    if reason := _held_or_preempting(session, job):
+        return reason
     per_user, per_team = queue.running_counts(session, job.owner_id, job.team_id)
     full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
     if job.owner_id in full_users:
@@ -178,3 +181,16 @@ def pending_reason(
     if ahead:
         return f"{ahead} job{'s' if ahead > 1 else ''} ahead"
     return "waiting for a free worker"
+
+
+def _held_or_preempting(session: Session, job: Job) -> str | None:
+    """A team over its weekly device-hours, or a running job stopping to free a worker."""
+    team = session.get(Team, job.team_id) if job.team_id else None
+    if team is not None and team.usage_held_reason:
+        return team.usage_held_reason
+    victim = session.scalars(
+        select(Job).where(Job.stop_requested_for == job.id, Job.status == JobStatus.running)
+    ).first()
+    if victim is not None:
+        return f"preempting job {victim.id}: it stops at its next checkpoint to free a worker"
+    return None

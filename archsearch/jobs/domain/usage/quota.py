@@ -1,0 +1,69 @@
+"""A team's optional quota of device-hours per rolling 7 days, from the device time its jobs'
+attempts recorded (`job_attempts`).
+
+The scheduler's tick (`runtime/reaper.py`) sums each team's last 7 days and, while a team's
+quota is used up, keeps the reason on the team row (`usage_held_reason`); a claim leaves the
+queued jobs of a held team out (one clause of `claim_sql.py`), `pending_reason` shows the
+reason, and the KEDA query scales no worker up for them. Running jobs are not stopped: a run
+started under the quota finishes. Setting the quota re-decides at once (`update_holds`).
+Callers own the transaction; nothing here commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from archsearch.jobs.domain.accounts.tables import Team
+from archsearch.jobs.domain.base import as_utc, utcnow
+from archsearch.jobs.domain.usage.repository import attempts_between
+
+WINDOW = timedelta(days=7)
+
+
+def held_teams(session: Session) -> set[uuid.UUID]:
+    """Teams whose weekly device-hours are used up, as the last tick found."""
+    return set(session.scalars(select(Team.id).where(Team.usage_held_reason.is_not(None))))
+
+
+def used_seconds(session: Session, team_id: uuid.UUID, start: datetime, end: datetime) -> float:
+    """Device-seconds the team's attempts spent within [start, end)."""
+    total = 0.0
+    for attempt, _, _ in attempts_between(session, start, end, team_id):
+        begun, last = max(as_utc(attempt.started_at), start), min(as_utc(attempt.last_seen_at), end)
+        total += max(0.0, (last - begun).total_seconds())
+    return total
+
+
+def hold_reason(team: Team, seconds: float) -> str | None:
+    """Why the team's jobs wait, or None while it has device-hours left."""
+    if team.weekly_device_hours is None or seconds < team.weekly_device_hours * 3600:
+        return None
+    return (
+        f"team {team.name} used {seconds / 3600:.2f} of {team.weekly_device_hours:g} "
+        "device-hours in the last 7 days"
+    )
+
+
+def update_holds(
+    session: Session, now: datetime | None = None, team_ids: Iterable[uuid.UUID] | None = None
+) -> dict[str, str | None]:
+    """Hold or release each team with a quota (or a hold left from one); `team_ids`: only
+    those. Returns the teams whose hold changed, by name, with their new reason."""
+    end = now or utcnow()
+    query = select(Team).where(
+        or_(Team.weekly_device_hours.is_not(None), Team.usage_held_reason.is_not(None))
+    )
+    if team_ids is not None:
+        query = query.where(Team.id.in_(list(team_ids)))
+    changed = {}
+    for team in session.scalars(query.with_for_update()):
+        reason = hold_reason(team, used_seconds(session, team.id, end - WINDOW, end))
+        if reason != team.usage_held_reason:
+            team.usage_held_reason = reason
+            changed[team.name] = reason
+    return changed
