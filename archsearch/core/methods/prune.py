@@ -40,6 +40,7 @@ from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_
 from archsearch.core.pruning.units import units_kept
 from archsearch.core.quality import prediction_check
 from archsearch.core.training import (
+    FitResult,
     TrainHooks,
     evaluate,
     evaluate_predictions,
@@ -101,6 +102,19 @@ def train_masks(
         hooks=trainer.hooks(),
         phase="prune",
     )
+    return model, trainer, outcome.history, _binarised(spec, data, ctx, model, trainer, outcome)
+
+
+def _binarised(
+    spec: PruneJob,
+    data: Dataset,
+    ctx: RunContext,
+    model: torch.nn.Module,
+    trainer: MaskTrainer,
+    outcome: FitResult,
+) -> Evaluation | None:
+    """Freeze the masks if training did not; the test evaluation of the frozen model when
+    training's last test pass already saw it."""
     last: Evaluation | None = None
     if outcome.predicted_counts is not None:  # the last epoch's test pass saw this model
         last = (outcome.test_loss, outcome.test_accuracy, outcome.predicted_counts)
@@ -113,7 +127,7 @@ def train_masks(
         if spec.density is not None:
             finalize_to_density(model, spec.density)
         freeze_masks(model)
-    return model, trainer, outcome.history, last
+    return last
 
 
 def rigl_schedule(spec: PruneJob, data: Dataset) -> RigLSchedule:
