@@ -29,7 +29,7 @@ from archsearch.core.nn.masked import (
 from archsearch.core.pruning.build import build_masked_model, weight_params
 from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.trainer import MaskTrainer
-from archsearch.core.training import fit, seed_everything
+from archsearch.core.training import evaluate_predictions, fit, seed_everything
 from archsearch.specs import DatasetRef, parse_job_spec
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
@@ -338,3 +338,20 @@ def test_documented_defaults_learn(small_sets, dataset: str, config: str) -> Non
     assert math.isfinite(result.metrics["test_loss"]), "no NaN"
     assert result.metrics["test_accuracy"] > floor, f"{config} on {dataset} learned"
     assert not result.warnings, "no collapse"
+
+
+def test_the_last_epochs_test_pass_stands_for_the_frozen_model(digits) -> None:
+    """The mask trainer's epoch hook only reads the model: `fit` keeps its last test pass,
+    and it equals a fresh evaluation of the model `fit` returns, masks frozen."""
+    spec = prune_spec(model=SMALL, density=0.3, training={"epochs": 4})
+    seed_everything(0)
+    model = build_masked_model(spec, Architecture(spec.model, digits.input_shape, 10))
+    trainer = MaskTrainer(model, mask_schedule(spec, digits))
+    params = weight_params(model)
+    outcome = fit(
+        model, digits, spec.training, InMemoryContext(), params=params, hooks=trainer.hooks()
+    )
+    assert masks_frozen(model) and outcome.predicted_counts is not None
+    fresh = evaluate_predictions(model, digits.x_test, digits.y_test, torch.device("cpu"))
+    assert (outcome.test_loss, outcome.test_accuracy) == fresh[:2]
+    assert torch.equal(outcome.predicted_counts, fresh[2])
