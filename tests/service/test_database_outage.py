@@ -93,6 +93,8 @@ def _requests(client: httpx.Client, job_id: str) -> list[tuple[str, str, dict[st
             study_id=str(uuid.uuid4()),
             version=1,
             alias="production",
+            by="versions",
+            ref="1",
             file="model.safetensors",
             webhook_id=str(uuid.uuid4()),
         )
