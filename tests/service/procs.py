@@ -8,14 +8,19 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import psycopg
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/13"
+
+
+T = TypeVar("T")
 
 
 def create_database(name: str) -> str:
@@ -81,6 +86,16 @@ def start_program(name: str, argv: list[str], env: dict[str, str], log_dir: Path
         start_new_session=True,
     )
     return Proc(name, popen, log_path)
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """The predicate's first truthy value within `timeout` seconds, polled every `interval`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(interval)
+    raise TimeoutError(what)
 
 
 def wait_http(url: str, proc: Proc, timeout: float = 60.0) -> None:

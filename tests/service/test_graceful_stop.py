@@ -47,15 +47,6 @@ GRACES = ("0", "30")  # seconds a stopping worker waits for the job's next check
 ONE_THREAD = {"ARCHSEARCH_TORCH_THREADS": "1"}  # a tiny model: threads only add contention
 
 
-def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(what)
-
-
 @dataclass
 class Run:
     """What one job's interrupted run looked like, for the test's printed table."""
@@ -92,13 +83,14 @@ def sigterm_mid_run(
 def wait_for_epochs(client: ArchsearchClient, job_id: str, rng: random.Random) -> int:
     """Wait until the job runs and has a random number of epochs (first quarter) done."""
     epochs = rng.randint(0, EPOCHS // 4)
-    wait_until(
+    procs.wait_until(
         lambda: (
             client.get_job(job_id).status == "running"
             and len(client.metrics(job_id).get("test_accuracy", [])) >= epochs
         ),
         240,
         "the job never ran",
+        interval=0.05,
     )
     time.sleep(rng.uniform(0.0, 0.3))
     assert client.get_job(job_id).status == "running"
@@ -194,7 +186,9 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
             expected = fingerprint(client, reference)
             for final in finals:
                 assert fingerprint(client, final) == expected, final.id
-        wait_until(lambda: len(workers.exits) == JOBS, 120, "a stopped worker never exited")
+        procs.wait_until(
+            lambda: len(workers.exits) == JOBS, 120, "a stopped worker never exited", interval=0.05
+        )
         for stopped, _ in workers.exits.values():
             assert stopped.popen.returncode == 0, stopped.log()
     finally:

@@ -10,7 +10,6 @@ trains on a worker that never saw the upload.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -109,20 +108,11 @@ def bucket_keys(cluster: Cluster) -> set[str]:
     return keys(cluster.endpoint, BUCKET, f"{PREFIX}/")
 
 
-def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.2)
-    raise TimeoutError(what)
-
-
 def test_killed_worker_job_resumes_on_another_from_the_bucket(cluster: Cluster) -> None:
     doomed = cluster.start_worker("doomed")
     with cluster.client() as client:
         job_id = client.submit(RESUMABLE_JOB).id
-        wait_until(
+        procs.wait_until(
             lambda: 2 <= len(client.metrics(job_id).get("test_accuracy", [])) < EPOCHS - 1,
             180,
             "the job never checkpointed two epochs",

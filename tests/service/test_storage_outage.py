@@ -96,15 +96,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         procs.drop_database(name)
 
 
-def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.2)
-    raise TimeoutError(what)
-
-
 def _handed_back(client: ArchsearchClient, job_id: object) -> bool:
     return any("object store unavailable" in e.reason for e in client.events(job_id))  # type: ignore[arg-type]
 
@@ -141,7 +132,7 @@ def test_a_job_rides_out_a_storage_outage_and_nothing_is_left_behind(
         finished = client.wait(client.submit(SHORT_JOB).id, timeout=180)
         assert finished.status == "succeeded", finished.error
         job_id = client.submit(LONG_JOB).id
-        wait_until(
+        procs.wait_until(
             lambda: len(client.metrics(job_id).get("test_accuracy", [])) >= 1,
             180,
             "the job never reported an epoch",
@@ -153,7 +144,9 @@ def test_a_job_rides_out_a_storage_outage_and_nothing_is_left_behind(
             _requests_during_outage(cluster, str(finished.id), upload)
             # The job meets the outage at its next checkpoint, retries for a lease time,
             # then hands itself back; the store stays away a little longer still.
-            wait_until(lambda: _handed_back(client, job_id), 240, "the job was never handed back")
+            procs.wait_until(
+                lambda: _handed_back(client, job_id), 240, "the job was never handed back"
+            )
             time.sleep(2 * LEASE_SECONDS)
             during = client.get_job(job_id)
             assert during.status in ("queued", "running")
@@ -185,7 +178,7 @@ def _assert_no_orphans(cluster: Cluster, jobs: list[str]) -> None:
     def swept() -> bool:
         return not (planted & cluster.bucket_keys())
 
-    wait_until(swept, 60, "the reaper never removed the planted orphans")
+    procs.wait_until(swept, 60, "the reaper never removed the planted orphans")
     stored = cluster.bucket_keys()
     for job in jobs:
         job_hex = uuid.UUID(job).hex

@@ -4,7 +4,6 @@ resumes from its checkpoint on another worker, and ends with one set of artifact
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,6 @@ RESUMABLE_JOB = {
 }
 
 
-def wait_until(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError(what)
-
-
 def test_sigkilled_worker_job_resumes_and_finishes_once(
     api_url: str,
     worker: procs.Proc,
@@ -53,7 +42,7 @@ def test_sigkilled_worker_job_resumes_and_finishes_once(
     with ArchsearchClient(api_url, token=token) as client:
         job_id = client.submit(RESUMABLE_JOB).id
         # Kill after at least two epochs were checkpointed, before the job ends.
-        wait_until(
+        procs.wait_until(
             lambda: 2 <= len(client.metrics(job_id).get("test_accuracy", [])) < EPOCHS - 1,
             120,
             "the job never checkpointed two epochs",
