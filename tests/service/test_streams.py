@@ -22,7 +22,6 @@ from archsearch.jobs.platform.db import transaction
 from tests.service import procs
 from tests.service.conftest import Accounts, start_worker
 from tests.service.sse import StreamReader, of_kind, points, read_stream
-from tests.service.test_worker_failures import wait_until
 
 pytestmark = pytest.mark.service
 
@@ -157,7 +156,7 @@ def test_no_point_is_lost_or_sent_twice_across_a_worker_kill(
         url = f"{api_url}/v1/jobs/{job_id}/stream"
         through = StreamReader(url, auth_headers)  # one connection across the kill
         through.start()
-        wait_until(
+        procs.wait_until(
             lambda: 2 <= len(client.metrics(job_id).get("test_accuracy", [])) < EPOCHS - 1,
             300,
             "the job never checkpointed two epochs",
@@ -242,7 +241,9 @@ def test_a_late_client_gets_the_state_and_a_recent_window_then_history_on_demand
         url, auth_headers, lambda e: e.event == "metric" and '"step":9999' in e.data
     )
     late.start()
-    wait_until(lambda: len(points(late.events)) >= RECENT_METRICS, 60, "no recent window came")
+    procs.wait_until(
+        lambda: len(points(late.events)) >= RECENT_METRICS, 60, "no recent window came"
+    )
     with transaction(sessions) as session:
         repository.record_metrics(session, job.id, [(9999, "loss", 0.5)])
     events = late.finish(60)
