@@ -13,12 +13,11 @@ from archsearch.core.deploy.compiled_graph import (
     CompiledDynamicGraph,
     CompiledGraphClassifier,
     CompiledStaticGraph,
-    DepthwiseConv,
-    PointwiseConv,
     compile_graphs,
     needed_per_step,
 )
 from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
+from archsearch.core.deploy.one_sample import DepthwiseConv, PointwiseConv
 from archsearch.core.deploy.onnx import export_onnx, onnx_max_abs_diff, sparse_initializers
 from archsearch.core.export import model_to_bytes
 from archsearch.core.models import Architecture, create_model
