@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -13,6 +14,7 @@ from archsearch.api.auth import api_principal, current_principal, new_token_cach
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.headers import NoSniff
+from archsearch.api.job_answers import JobAnswers, keep_listening, listen_url
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.openapi import serve_portable_openapi
@@ -76,6 +78,7 @@ def new_state(services: Services, enqueuer: Enqueuer) -> AppState:
         upload_slots=UploadSlots(services.settings),
         recent_artifacts=RecentArtifacts(),
         auth_throttle=AuthThrottle(services.settings.auth_failures_per_minute),
+        job_answers=JobAnswers(),
     )
 
 
@@ -89,12 +92,24 @@ def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextMana
         state.broadcaster.close_with_server()
         # Webhook deliveries from the outbox (every API and worker process sends them).
         stop_deliverer = start_deliverer(state.services.sessions, state.services.settings)
+        listener = start_job_answers(state)
         yield
+        if listener is not None:
+            listener.cancel()
         stop_deliverer.set()
         await state.broadcaster.close()  # live streams (api/broadcast.py)
         state.upload_slots.close()
 
     return lifespan
+
+
+def start_job_answers(state: AppState) -> asyncio.Task[None] | None:
+    """The listener that keeps GET job answers fresh (api/job_answers.py); none on SQLite,
+    where the cache stays off."""
+    url = listen_url(state.services.settings.resolved_database_url)
+    if url is None:
+        return None
+    return asyncio.create_task(keep_listening(state.job_answers, url), name="job-answers")
 
 
 def include_routes(app: FastAPI) -> None:
