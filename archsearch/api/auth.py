@@ -19,10 +19,11 @@ from archsearch.api.signing import WebSession
 from archsearch.api.throttle import AuthThrottle, client_address
 from archsearch.api.web.session import (
     check_csrf,
-    principal_for_session,
+    principal_for_credentials,
+    remembered_principal,
     session_of,
 )
-from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
+from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal
 from archsearch.jobs.domain.accounts.tokens import token_digest
 from archsearch.jobs.domain.errors import Unauthenticated
 
@@ -59,27 +60,24 @@ async def _cached(
     web: WebSession | None,
     throttle: AuthThrottle,
 ) -> Principal:
-    cache = app_state(request).token_cache
-    if (principal := cache.get(key)) is not None:
-        return principal  # a token known good is never throttled
+    if (principal := app_state(request).token_cache.get(key)) is not None:
+        return principal  # a token known good is never throttled, nor costs a connection
     address, token = client_address(request), "" if web is not None else header
     presented = bool(header.strip()) or web is not None  # no credentials is no guess
     if presented:
         throttle.check(address, token)
+    cache = app_state(request).token_cache
     try:
         async with services.async_reader.connect() as connection:
             principal = await connection.run_sync(
-                lambda conn: (
-                    authenticate(Session(bind=conn), header)
-                    if web is None
-                    else principal_for_session(Session(bind=conn), web)
+                lambda conn: remembered_principal(
+                    cache, key, lambda: principal_for_credentials(Session(bind=conn), header, web)
                 )
             )
     except Unauthenticated:
         if presented:
             throttle.failed(address, token)
         raise
-    cache[key] = principal
     return principal
 
 
