@@ -3,7 +3,8 @@
 Clients poll a job's read route, so one API process keeps the presented JSON of recently
 read jobs. A trigger on `jobs` (and on `users`, whose name the answer shows) notifies the
 changed job's id on the `job_changed` channel when the change commits (migration 0019);
-every API process listens on one connection of its own and forgets that job.
+every API process listens on one connection of its own and forgets that job. A job that was
+queued has no kept answer, so its changes (a claim among them) notify nothing.
 
 Notifications travel asynchronously, so on its own this would leave a window: a GET
 arriving just after another process's commit could beat the notification. Before serving

@@ -1,6 +1,6 @@
-"""notify the changed job's id on the `job_changed` channel when a job row changes (or a
-user's name, shown with their jobs, changes: then every job), for the API's answers kept
-in memory (api/job_answers.py); PostgreSQL only
+"""notify the changed job's id on the `job_changed` channel when a job row that was not
+queued changes (or a user's name, shown with their jobs, changes: then every job), for the
+API's answers kept in memory (api/job_answers.py); PostgreSQL only
 
 Revision ID: 0019
 Revises: 0017
@@ -17,6 +17,9 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # NOTIFY is transactional: delivered at commit, once per distinct payload per transaction.
+# A job that was queued before the change has no kept answer (queued answers are never
+# kept), so claims and queued jobs' edits notify nothing: a notifying commit takes
+# PostgreSQL's notification lock, which would serialise concurrent claims.
 UPGRADE = """
 CREATE FUNCTION notify_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -29,7 +32,7 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER jobs_notify_changed AFTER UPDATE OR DELETE ON jobs
-    FOR EACH ROW EXECUTE FUNCTION notify_job_changed();
+    FOR EACH ROW WHEN (OLD.status <> 'queued') EXECUTE FUNCTION notify_job_changed();
 CREATE TRIGGER users_notify_jobs_changed AFTER UPDATE OF name OR DELETE ON users
     FOR EACH ROW EXECUTE FUNCTION notify_every_job_changed();
 """
