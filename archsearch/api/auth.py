@@ -13,7 +13,7 @@ from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import AuthThrottleDep, ServicesDep, app_state
+from archsearch.api.deps import app_state
 from archsearch.api.freshness import VERIFIED_ENTRIES, VERIFIED_SECONDS
 from archsearch.api.signing import WebSession
 from archsearch.api.throttle import AuthThrottle, client_address
@@ -26,6 +26,7 @@ from archsearch.api.web.session import (
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal
 from archsearch.jobs.domain.accounts.tokens import token_digest
 from archsearch.jobs.domain.errors import Unauthenticated
+from archsearch.jobs.platform.services import Services
 
 TOKEN_CACHE_SECONDS = VERIFIED_SECONDS
 TOKEN_CACHE_SIZE = VERIFIED_ENTRIES
@@ -37,9 +38,11 @@ def new_token_cache() -> TTLCache[str, Principal]:
     return TTLCache(maxsize=TOKEN_CACHE_SIZE, ttl=TOKEN_CACHE_SECONDS)
 
 
-async def current_principal(
-    request: Request, services: ServicesDep, throttle: AuthThrottleDep
-) -> Principal:
+async def current_principal(request: Request) -> Principal:
+    # App state is read here rather than through sub-dependencies: every /v1 request comes
+    # this way, and each dependency FastAPI resolves costs more than the lookup itself.
+    state = app_state(request)
+    services, throttle = state.services, state.auth_throttle
     if not services.settings.tokens_required:
         return LOCAL_USER
     header = request.headers.get("authorization") or ""
@@ -54,7 +57,7 @@ async def current_principal(
 
 async def _cached(
     request: Request,
-    services: ServicesDep,
+    services: Services,
     key: str,
     header: str,
     web: WebSession | None,
