@@ -77,7 +77,9 @@ class CatchUp:
 
     async def _trip(self, number: int) -> None:
         try:
-            await self._round_trip()
+            # One timeout per trip, not per caller: a hung connection fails them all.
+            async with asyncio.timeout(BARRIER_TIMEOUT_SECONDS):
+                await self._round_trip()
             self._completed = number
         finally:
             self._in_flight = None
@@ -101,7 +103,7 @@ class JobAnswers:
         if catch_up is None or self.lookup(job_id, team_filter) is None:
             return None  # a miss needs no barrier
         try:
-            await asyncio.wait_for(catch_up.wait(), BARRIER_TIMEOUT_SECONDS)
+            await catch_up.wait()
         except (psycopg.Error, OSError, TimeoutError) as error:
             self.stop_listening(error)
             return None
@@ -180,4 +182,4 @@ async def _listen_once(answers: JobAnswers, url: str) -> None:
         # hangs (a cut network) ends the connection, and with it the cache.
         while answers.listening:
             await asyncio.sleep(DRAIN_SECONDS)
-            await asyncio.wait_for(catch_up.wait(), BARRIER_TIMEOUT_SECONDS)
+            await catch_up.wait()
