@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 import uvicorn
@@ -196,11 +195,12 @@ def run_worker(settings: Settings, device: str, extra: list[str]) -> None:
         return
     kind = "cuda" if gpus else "cpu"
     # A fresh interpreter (same pid, same environment) for the Celery main process: the pool
-    # processes forked from it would otherwise inherit this command's modules (`worker`).
-    # It imports the same archsearch as this process (its folder first on the path).
-    package_root = str(Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    # processes forked from it would otherwise inherit this command's modules (see
+    # `archsearch.worker.__main__`). It gets this process's module search path, so that it
+    # imports the same archsearch.
+    path = os.pathsep.join(entry or os.getcwd() for entry in sys.path)
     sys.stdout.flush()
+    sys.stderr.flush()
     command = [sys.executable, "-m", "archsearch.worker", kind, *extra]
     os.execve(sys.executable, command, {**os.environ, "PYTHONPATH": path})
 
