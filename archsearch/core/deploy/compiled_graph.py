@@ -30,7 +30,7 @@ needs. Nodes other than the inputs start at 0, so their first op output is a con
 folded into the first step's bias; a batch norm of the steps folds into the rows before it.
 Continuous-time graphs stay as they are.
 For one sample on the small maps of a conv graph, the 1x1 products run as matrix products
-(`PointwiseConv`) and small depthwise convs as dense block-diagonal ones (`DepthwiseConv`):
+(`PointwiseConv`) and small depthwise convs as sparse matrix-vector products (`DepthwiseConv`):
 oneDNN's per-call set-up costs more than the arithmetic there. Hidden conv blocks are padded
 with zero channels to a multiple of 8, and the ONNX export sums one 1x1 Conv per source
 block instead of concatenating: onnxruntime then keeps the whole graph in its NCHWc layout.
