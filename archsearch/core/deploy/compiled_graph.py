@@ -113,7 +113,8 @@ class NodeOp(nn.Module):
         elif self.norm_kind == "affine":
             x = x * _per_channel(self.norm_weight, x) + _per_channel(self.norm_bias, x)
         x = ACTIVATIONS[self.activation](x)
-        return x if self.conv is None else self.conv(x)
+        conv = self.conv  # `forward` itself: at batch 1 the module call costs as much
+        return x if conv is None else conv.forward(x)
 
 
 def product_layer(weight: torch.Tensor, bias: torch.Tensor, spatial: bool) -> nn.Module:
@@ -142,6 +143,7 @@ class _Products(nn.Module):
         self.sources = [sources for sources, _, _ in pieces]
         self.layers = nn.ModuleList(product_layer(w, b, spatial) for _, w, b in pieces)
         self.has_map = []
+        self._matrices: dict[int, tuple[nn.Module, torch.Tensor, torch.Tensor]] = {}
         for j, (_, _, bias) in enumerate(pieces):
             rest = bias_map(bias)
             self.register_buffer(f"map{j}", rest)
@@ -158,6 +160,29 @@ class _Products(nn.Module):
         else:
             y = layer(torch.cat([states[i] for i in sources], 1))
         return y + getattr(self, f"map{j}") if self.has_map[j] else y
+
+    def run_one(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
+        """`run` for one sample of conv states (1, m, H, W): one `addmm` over the
+        concatenated states as (m, H * W), whatever the product's own forward."""
+        sources, layer = self.sources[j], self.layers[j]
+        flat = (
+            states[sources[0]] if len(sources) == 1 else torch.cat([states[i] for i in sources], 1)
+        )
+        h, w = flat.shape[2], flat.shape[3]
+        weight, bias = self._matrix(j, layer)
+        y = torch.addmm(bias, weight, flat.view(-1, h * w)).view(1, -1, h, w)
+        return y + getattr(self, f"map{j}") if self.has_map[j] else y
+
+    def _matrix(self, j: int, layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        """Product j's weight (n, m) and bias column (n, 1): views of its parameters (their
+        in-place changes show), kept while `layers[j]` is the same layer."""
+        kept = self._matrices.get(j)
+        if kept is None or kept[0] is not layer:
+            assert isinstance(layer, nn.Conv2d) and layer.bias is not None, "a conv product"
+            weight = layer.weight.detach()
+            kept = (layer, weight.view(weight.shape[0], -1), layer.bias.detach()[:, None])
+            self._matrices[j] = kept
+        return kept[1], kept[2]
 
     def _summed(
         self, layer: nn.Conv2d, states: list[torch.Tensor], sources: tuple[int, ...]
@@ -290,11 +315,25 @@ class CompiledStaticGraph(nn.Module):
         """x: (B, n_0, H, W) input-node states -> (B, n_out, H', W')."""
         if not self.spatial:
             return self.forward_flat(x.flatten(1))[:, :, None, None]
+        if x.shape[0] == 1 and not tracing():
+            return self.forward_one(x)
         states = [self.node_ops[0](x)]
         last = len(self.products.layers) - 1
         for j in range(last):
             states.append(self.node_ops[j + 1](self.products.run(j, states)))
         return self.products.run(last, states)
+
+    def forward_one(self, x: torch.Tensor) -> torch.Tensor:
+        """Conv nodes, one sample: `forward`'s ops, each product one `addmm` over the
+        (channels, positions) states and each node op's `forward` called directly. At
+        batch 1 nn.Module's per-call machinery (hooks, scopes) costs about as much as a
+        small op; measured in bench/deploy.py (graph_conv row)."""
+        ops = [op.forward for op in self.node_ops]
+        products = self.products
+        states = [ops[0](x)]
+        for j in range(len(ops) - 1):
+            states.append(ops[j + 1](products.run_one(j, states)))
+        return products.run_one(len(ops) - 1, states)
 
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_0) -> (B, n_out); the input nodes' norm is in the products."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import onnx
@@ -190,3 +191,24 @@ def test_conv_graph_forms_for_one_sample_and_onnx() -> None:
                 torch.testing.assert_close(form(x), plain, rtol=1e-5, atol=1e-6)
     # The export sums one Conv per source block: no Concat.
     assert "Concat" not in _onnx_ops(compiled)
+
+
+@pytest.mark.parametrize(("stride", "hw", "bias"), [(1, (7, 7), False), (2, (9, 6), True)])
+def test_a_small_depthwise_conv_runs_one_sample_as_its_sparse_matrix(
+    stride: int, hw: tuple[int, int], bias: bool
+) -> None:
+    conv = DepthwiseConv(6, 6, 3, stride, 1, groups=6, bias=bias)
+    x = torch.randn(1, 6, *hw)
+    with torch.no_grad():
+        plain = torch.nn.Conv2d.forward(conv, x)
+        torch.testing.assert_close(conv(x), plain, rtol=1e-5, atol=1e-6)
+        matrix, _, out_hw = conv.sparse_form(*hw)
+        assert out_hw == plain.shape[2:] and matrix.layout == torch.sparse_csr
+        assert matrix.col_indices().dtype == torch.int32
+        matrix.values().zero_()  # the cached matrix is what runs
+        bias_only = conv.bias[:, None, None] if bias else 0.0
+        torch.testing.assert_close(conv(x), torch.zeros_like(plain) + bias_only)
+        copied = copy.deepcopy(conv)  # a copy rebuilds its own matrix
+        torch.testing.assert_close(copied(x), plain, rtol=1e-5, atol=1e-6)
+        conv.weight.mul_(2)  # a changed weight rebuilds it
+        torch.testing.assert_close(conv(x), torch.nn.Conv2d.forward(conv, x), rtol=1e-5, atol=1e-6)
