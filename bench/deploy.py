@@ -106,7 +106,16 @@ def _graph(config: Any, references: list[Any]) -> Case:
     UNCOMPILED[id(compiled)] = (compact.eval(), real)
     dense_archs = [Architecture(c, MNIST, 10) for c in references]
     dense_arch = min(dense_archs, key=lambda a: abs(_real(create_model(a)) - real))
+    macs = _macs(compact, MNIST, True)
+    macs_arch = min(dense_archs, key=lambda a: abs(_macs(create_model(a), MNIST, False) - macs))
+    EQUAL_MACS[id(compiled)] = create_model(macs_arch).eval()
     return compiled, compact_arch, create_model(dense_arch).eval(), dense_arch
+
+
+# Per compiled graph (by id): the dense network of its kind whose multiply-adds are closest to
+# the compact graph's real ones (a discrete-time graph applies its edges at every step, so at
+# equal weights it does several times the arithmetic of the network it is compared with).
+EQUAL_MACS: dict[int, nn.Module] = {}
 
 
 def cases() -> dict[str, Callable[[], Case]]:
@@ -178,6 +187,9 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
         "floor": ort_session(export_onnx(nn.Flatten(), shape)),
     }
     uncompiled = UNCOMPILED.get(id(deployed))
+    equal_macs = EQUAL_MACS.get(id(deployed))
+    if equal_macs is not None:
+        sessions["macs"] = ort_session(export_onnx(equal_macs, shape))
     row: dict[str, Any] = {
         "weights": (uncompiled[1] if uncompiled else _real(deployed), _real(dense)),
         "st": len(sparse_state_bytes(deployed.state_dict())) / len(model_to_bytes(dense)),
@@ -189,6 +201,9 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
     for batch in (1, 64):
         x = torch.randn(batch, *shape)
         variants = _variants(chosen, dense, sessions, x)
+        if equal_macs is not None:
+            variants["torch_macs"] = lambda m=equal_macs, x=x: m(x)
+            variants["ort_macs"] = ort_call(sessions["macs"], x.numpy())
         if uncompiled is not None:
             # Beside the dense network in a rotation of its own: its calls (hundreds of us,
             # N x N matrices rebuilt) would evict the compiled graph's weights from cache.
@@ -212,7 +227,13 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
             "ort_ours_ms": statistics.median(times["ort_ours"]) * 1e3,
             "ort_floor_ms": statistics.median(times["ort_floor"]) * 1e3,
             "repeats": len(times["torch_ours"]),
+            "macs": f"torch {ratio(times, 'torch_ours', 'torch_macs')} ort "
+            f"{ratio(times, 'ort_ours', 'ort_macs')}"
+            if equal_macs is not None
+            else "",
         }
+    if equal_macs is not None:
+        row["macs_ref"] = (_macs(equal_macs, shape, False), _real(equal_macs))
     return row
 
 
@@ -255,6 +276,12 @@ def report(name: str, row: dict[str, Any]) -> None:
         f"(ort {b1['ort_dense_ms'] * 1e3:.1f} us, ours {b1['ort_ours_ms'] * 1e3:.1f}, one-op "
         f"floor {b1['ort_floor_ms'] * 1e3:.1f}) | repeats {b1['repeats']}/{b64['repeats']}"
     )
+    if "macs_ref" in row:
+        macs, weights = row["macs_ref"]
+        print(
+            f"{'':22} vs the dense network of equal MACs ({macs:,} MACs, {weights:,} weights):"
+            f" b1 {b1['macs']} | b64 {b64['macs']}"
+        )
 
 
 def main() -> None:

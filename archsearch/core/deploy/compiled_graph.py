@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archsearch.core.deploy.forms import SparseLinear
 from archsearch.core.deploy.one_sample import (
     DepthwiseConv,
     GraphLinear,
@@ -112,6 +113,8 @@ class NodeOp(nn.Module):
             x = F.instance_norm(x, weight=self.norm_weight, bias=self.norm_bias)
         elif self.norm_kind == "affine":
             x = x * _per_channel(self.norm_weight, x) + _per_channel(self.norm_bias, x)
+        elif self.norm_kind == "shift":  # an affine norm whose scale moved to the readers
+            x = x + _per_channel(self.norm_bias, x)
         x = ACTIVATIONS[self.activation](x)
         conv = self.conv  # `forward` itself: at batch 1 the module call costs as much
         return x if conv is None else conv.forward(x)
@@ -172,6 +175,20 @@ class _Products(nn.Module):
         weight, bias = self._matrix(j, layer)
         y = torch.addmm(bias, weight, flat.view(-1, h * w)).view(1, -1, h, w)
         return y + getattr(self, f"map{j}") if self.has_map[j] else y
+
+    def vector_forms(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each Linear product's `vector_form`, kept while the layers are the same ones."""
+        layers = tuple(self.layers)
+        if self._vector_layers != layers:
+            self._vectors = [vector_form(layer) for layer in layers]
+            self._vector_layers = layers
+        return self._vectors
+
+    _vector_layers: tuple[nn.Module, ...] = ()
+    _vectors: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_vector_layers": (), "_vectors": []}  # CSR: not copied
 
     def _matrix(self, j: int, layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """Product j's weight (n, m) and bias column (n, 1): views of its parameters (their
@@ -487,7 +504,17 @@ class CompiledGraphClassifier(nn.Module):
         self.graph = graph
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.graph.forward_flat(x.flatten(1))  # (B, classes)
+        graph = self.graph
+        if self.vector and x.shape[0] == 1 and not tracing():  # straight to the one-sample path
+            assert isinstance(graph, CompiledDynamicGraph), "only its vector path is this direct"
+            return graph.forward_vector(x.reshape(-1), graph.act)[None]
+        return graph.forward_flat(x.flatten(1))  # (B, classes)
+
+    @property
+    def vector(self) -> bool:
+        """Whether one sample goes straight to a discrete-time graph's `forward_vector`."""
+        graph = self.graph
+        return isinstance(graph, CompiledDynamicGraph) and graph.norm != "instance"
 
 
 def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tensor]:
@@ -507,6 +534,18 @@ def _fold_step_norms(ops: NodeOps, pieces: list[Piece], needed: list[torch.Tenso
     for p, (sources, weight, bias) in enumerate(pieces[:-1]):
         k, c = scale[needed[p + 1]], shift[needed[p + 1]]
         pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
+
+
+def _input_scale_to_columns(op: NodeOp, pieces: list[Piece]) -> None:
+    """relu(a x + c) = a relu(x + c / a) for a > 0: the input nodes' batch-norm scale moves
+    into the columns of the first step's product, leaving the op a shift and the relu (one
+    op fewer per call: at batch 1 on the bench's graph, an addcmul took 3.9 us, a relu 1.2)."""
+    if op.norm_kind != "affine" or op.activation != "relu" or not bool((op.norm_weight > 0).all()):
+        return
+    sources, weight, bias = pieces[0]
+    pieces[0] = (sources, weight * op.norm_weight, bias)
+    op.norm_bias = op.norm_bias / op.norm_weight
+    op.norm_kind = "shift"
 
 
 class CompiledDynamicGraph(nn.Module):
@@ -531,6 +570,8 @@ class CompiledDynamicGraph(nn.Module):
             pieces.append(((0,), weight, weight.new_zeros(len(weight), 1, 1)))
         if self.fold:
             _fold_step_norms(ops, pieces, needed)
+        if not self.spatial:
+            _input_scale_to_columns(node_ops[0], pieces)
         self.node_ops = nn.ModuleList(node_ops)
         self.products = _Products(pieces, self.spatial)
 
@@ -538,6 +579,11 @@ class CompiledDynamicGraph(nn.Module):
     def fold(self) -> bool:
         """Whether the node ops' norm is a batch norm (affine in eval mode): MLP-style."""
         return self.norm == "batch"
+
+    @property
+    def act(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        # torch.relu skips F.relu's Python wrapper: at batch 1 every call counts.
+        return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
     def _start_constants(
         self, ops: NodeOps, rows: torch.Tensor, constant: torch.Tensor, hw: tuple[int, int]
@@ -563,11 +609,41 @@ class CompiledDynamicGraph(nn.Module):
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_in) -> (B, n_out); after the first step's op (the input nodes'
         norm and activation) every op is the activation alone (its norm folded)."""
+        act = self.act
+        if x.shape[0] == 1 and self.norm != "instance" and not tracing():
+            return self.forward_vector(x[0], act)[None]
         s = self.products.run(0, [self.node_ops[0](x)])
-        act = torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
         for j in range(1, len(self.node_ops)):
             s = self.products.run(j, [act(s) if self.fold else self.node_ops[j](s)])
         return s
+
+    def forward_vector(
+        self, x: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """One sample (n_in,) -> (n_out,): one `addmv` per step (CSR where the product's
+        chosen batch-1 form is sparse), without module calls, which cost as much as a
+        step's product at batch 1 (measured in bench/deploy.py, graph_discrete row)."""
+        first = self.node_ops[0]
+        assert isinstance(first, NodeOp), "the input nodes' op"
+        if first.norm_kind == "affine":  # the input nodes' batch norm: one fused op
+            x = torch.addcmul(first.norm_bias, x, first.norm_weight)
+        elif first.norm_kind == "shift":
+            x = x + first.norm_bias
+        s = act(x)  # the input nodes' activation is the graph's (MLP-style node ops)
+        for j, (matrix, bias) in enumerate(self.products.vector_forms()):
+            s = torch.addmv(bias, matrix, s if j == 0 else act(s))
+        return s
+
+
+def vector_form(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """A Linear product's batch-1 weight (CSR where its chosen form is sparse) and bias."""
+    if isinstance(layer, SparseLinear):
+        matrix = layer.csr if layer.sparse_small else layer.dense
+        assert matrix is not None, "a dense regime keeps its dense weight"
+        bias = layer.bias if layer.bias is not None else matrix.new_zeros(matrix.shape[0])
+        return matrix, bias
+    assert isinstance(layer, nn.Linear) and layer.bias is not None, "a Linear product"
+    return layer.weight.detach(), layer.bias.detach()
 
 
 CompiledGraph = CompiledStaticGraph | CompiledDynamicGraph
