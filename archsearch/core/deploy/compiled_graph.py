@@ -14,7 +14,7 @@ compiled form, built once from the eval-mode model:
   per batch regime, and `model.onnx` stores mostly-zero products as sparse initializers.
 - batch norm in eval mode (an affine map per node) folded into the product that feeds it:
   rows scaled, a bias added; the MLP-style input nodes' norm folded into the columns that
-  read them. The compact model's offsets become the bias (a per-node map where padding
+  read them (the tensor folds in `core.deploy.norm_folding`). The compact model's offsets become the bias (a per-node map where padding
   makes them vary across positions).
 - a conv graph's input nodes' batch norm folded into what computes their input (the stem,
   or the previous stage's output product), MobileNetV1-DNW's head norm into the last stage.
@@ -22,16 +22,19 @@ compiled form, built once from the eval-mode model:
   stays an op), the activation, the 3x3 depthwise conv.
 - an MLP-style classifier compiles whole (`CompiledGraphClassifier`): its head (batch norm
   and FC) folded into the last product. One sample, and the ONNX export, run the static
-  graph unrolled (`unrolled_plan`): one product from the input nodes to every later node,
-  then blocks - 1 rounds of h = act(a + U h) over all hidden nodes, one output product.
+  graph unrolled (`core.deploy.unrolled`): one product from the input nodes to every later
+  node, then blocks - 1 rounds of h = act(a + U h) over all hidden nodes, one output product.
 A discrete-time graph (eq. 11) gets one product per step, over only the nodes the result is
 read from: at the last step the output nodes, at step l the sources of the nodes step l + 1
 needs. Nodes other than the inputs start at 0, so their first op output is a constant,
 folded into the first step's bias; a batch norm of the steps folds into the rows before it.
+One sample runs one `addmv` per step (CSR where that product's chosen form is sparse).
 Continuous-time graphs stay as they are.
-For one sample on the small maps of a conv graph, the 1x1 products run as matrix products
-(`PointwiseConv`) and small depthwise convs as sparse matrix-vector products (`DepthwiseConv`):
-oneDNN's per-call set-up costs more than the arithmetic there. Hidden conv blocks are padded
+For one sample on the small maps of a conv graph, the 1x1 products run as `addmm` over the
+(channels, positions) states and small depthwise convs as CSR matrix-vector products
+(`DepthwiseConv`): oneDNN's per-call set-up costs more than the arithmetic there, and
+nn.Module's per-call machinery about as much as a small op, so the one-sample paths call
+the ops themselves. Hidden conv blocks are padded
 with zero channels to a multiple of 8, and the ONNX export sums one 1x1 Conv per source
 block instead of concatenating: onnxruntime then keeps the whole graph in its NCHWc layout.
 
@@ -42,7 +45,6 @@ eval mode (batch norm from its running statistics): a deployment form, not for t
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -51,21 +53,34 @@ import torch.nn.functional as F
 from torch import nn
 
 from archsearch.core.deploy.forms import SparseLinear
+from archsearch.core.deploy.norm_folding import (
+    Piece,
+    batch_affine,
+    batch_norm_affine,
+    fold_rows,
+    fold_step_norms,
+    folded_stem,
+    scaled_conv,
+)
 from archsearch.core.deploy.one_sample import (
     DepthwiseConv,
     GraphLinear,
     PointwiseConv,
     conv_pair,
-    depthwise,
-    pointwise,
     tracing,
+)
+from archsearch.core.deploy.unrolled import (
+    UnrolledPlan,
+    sparse_if_small,
+    unrolled_batch,
+    unrolled_plan,
+    unrolled_vector,
 )
 from archsearch.core.models.mobilenet_dnw import MaskedLinear, MobileNetDNW
 from archsearch.core.models.neural_graph import NeuralGraphClassifier
 from archsearch.core.nn.neural_graph import ACTIVATIONS, DynamicGraph, NodeOps, StaticGraph
 
 NormRecord = tuple[Literal["affine", "instance"], torch.Tensor, torch.Tensor] | None
-Piece = tuple[tuple[int, ...], torch.Tensor, torch.Tensor]  # sources, weight, bias (n, H, W)
 
 
 def _per_channel(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -87,7 +102,10 @@ class NodeOp(nn.Module):
     ) -> None:
         super().__init__()
         self.activation = activation
-        self.norm_kind = "none" if norm is None else norm[0]
+        # "shift": an affine norm whose scale moved into the products reading the nodes.
+        self.norm_kind: Literal["none", "affine", "instance", "shift"] = (
+            "none" if norm is None else norm[0]
+        )
         if norm is not None:
             self.register_buffer("norm_weight", norm[1].detach().clone())
             self.register_buffer("norm_bias", norm[2].detach().clone())
@@ -217,12 +235,6 @@ class _Products(nn.Module):
         return y
 
 
-def batch_affine(ops: NodeOps, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eval-mode batch norm of nodes a:b as x * scale + shift."""
-    scale = ops.norm_weight[a:b] / torch.sqrt(ops.running_var[a:b] + 1e-5)
-    return scale, ops.norm_bias[a:b] - ops.running_mean[a:b] * scale
-
-
 def _norm_record(ops: NodeOps, index: torch.Tensor) -> NormRecord:
     """The unfolded norm of the nodes `index` (batch norm as an affine map)."""
     norm = ops.spec.effective_norm
@@ -263,14 +275,6 @@ def _static_weight(
         bias = bias + (head @ shift)[:, None, None]
         weight = torch.cat([head * scale, weight[:, s[1] :]], dim=1)
     return sources, weight, bias
-
-
-def _fold_rows(
-    ops: NodeOps, a: int, b: int, weight: torch.Tensor, bias: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """BN(W z + c) = (scale W) z + scale c + shift, for the eval-mode batch norm of a:b."""
-    scale, shift = batch_affine(ops, a, b)
-    return weight * scale[:, None], bias * scale[:, None, None] + shift[:, None, None]
 
 
 CHANNEL_MULTIPLE = 8
@@ -316,7 +320,7 @@ class CompiledStaticGraph(nn.Module):
             sources, weight, bias = _static_weight(graph, w, j)
             if j < last:
                 if fold:
-                    weight, bias = _fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
+                    weight, bias = fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
                 ops.append(_node_op(graph.ops, torch.arange(s[j], s[j + 1]), fold))
             pieces.append((sources, weight, bias))
         widths = [s[i + 1] - s[i] for i in range(last + 1)]
@@ -386,7 +390,8 @@ class CompiledStaticGraph(nn.Module):
         layers = tuple(self._layer_slots.values())
         if self.spatial or not all(isinstance(layer, GraphLinear) for layer in layers):
             return
-        plan = unrolled_plan(self.products)
+        linears = [layer for layer in layers if isinstance(layer, GraphLinear)]
+        plan = unrolled_plan(linears, self.products.sources)
         w_in, bias, u, out, _ = plan
         hidden = len(u)
         export = {
@@ -408,91 +413,11 @@ class CompiledStaticGraph(nn.Module):
         """The plan for one sample: its input product sparse if mostly zero (built at the
         first call: a sparse tensor cannot be deep-copied, as `core.deploy.forms` does)."""
         if self._vector_plan is None:
-            self._vector_plan = (_sparse_if_small(self._plan[0]), *self._plan[1:])
+            self._vector_plan = (sparse_if_small(self._plan[0]), *self._plan[1:])
         return self._vector_plan
 
     def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_vector_plan": None}  # a copy builds its own
-
-
-def _sparse_if_small(weight: torch.Tensor) -> torch.Tensor:
-    """`weight` as CSR with int32 indices when under a quarter of it is nonzero. The input
-    product is the largest (every later node's row over all inputs, mostly zero): measured
-    on the bench's MLP-style graph (106 x 784, 18% nonzero) at batch 1, 23 us for the whole
-    graph against 28 us dense, and 27 against 48 us when other models run in between
-    (the dense matrix no longer in cache)."""
-    if int((weight != 0).sum()) * 4 >= weight.numel():
-        return weight
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "CSR support is in beta", as in core.deploy.forms
-        csr = weight.to_sparse_csr()
-        crow, col = csr.crow_indices().int(), csr.col_indices().int()
-        return torch.sparse_csr_tensor(crow, col, csr.values(), csr.shape)
-
-
-# (input weight (H + n_out, n_0), bias (H + n_out), hidden to hidden (H, H), hidden to
-# output (n_out, H), rounds: hidden blocks - 1, -1 if none): H the hidden nodes, all blocks.
-UnrolledPlan = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
-
-
-def unrolled_plan(products: _Products) -> UnrolledPlan:
-    """The dense products as one matrix over all nodes, split by what it reads: the input
-    nodes (one product for every later node), the hidden nodes (block lower triangular U)
-    and, for the outputs, the hidden nodes. Hidden states solve h = act(a + U h): h0 =
-    act(a) has block 1 right, each round one more block (U sends only to later blocks),
-    so blocks - 1 rounds of one product each, instead of one product per block pair or
-    per block. The zero blocks of U cost arithmetic, the calls they save cost more (at
-    batch 1 in torch and onnxruntime; measured in bench/deploy.py)."""
-    layers = [layer for layer in products.layers if isinstance(layer, nn.Linear)]
-    widths = [layers[0].in_features] + [layer.out_features for layer in layers]
-    starts = [sum(widths[:k]) for k in range(len(widths) + 1)]
-    n_in, total = widths[0], starts[-1]
-    full = layers[0].weight.new_zeros(total - n_in, starts[-2])  # rows: every later node
-    for j, layer in enumerate(layers):  # product j computes block j + 1
-        at = 0
-        for i in products.sources[j]:
-            rows = slice(starts[j + 1] - n_in, starts[j + 2] - n_in)
-            full[rows, starts[i] : starts[i + 1]] = layer.weight.detach()[:, at : at + widths[i]]
-            at += widths[i]
-    hidden = starts[-2] - n_in
-    bias = torch.cat([layer.bias.detach() for layer in layers])
-    u, out = full[:hidden, n_in:].contiguous(), full[hidden:, n_in:].contiguous()
-    return full[:, :n_in].contiguous(), bias, u, out, len(layers) - 2
-
-
-def unrolled_vector(
-    plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
-) -> torch.Tensor:
-    """One sample (n_0,) -> (n_out,) by `unrolled_plan`, as GEMVs: no batch dimension."""
-    w_in, bias, u, out, rounds = plan
-    acc = torch.addmv(bias, w_in, x)
-    if rounds < 0:  # no hidden nodes
-        return acc
-    a, o = acc.split((u.shape[0], out.shape[0]))  # type: ignore[no-untyped-call]
-    h = act(a)
-    for _ in range(rounds):
-        h = act(torch.addmv(a, u, h))
-    return torch.addmv(o, out, h)
-
-
-def unrolled_batch(
-    plan: tuple[torch.Tensor, ...],
-    rounds: int,
-    act: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-) -> torch.Tensor:
-    """(B, n_0) -> (B, n_out) by `unrolled_plan` transposed, its input product in two (see
-    `build_plan`): in ONNX a Gemm per product, each hidden one followed by the activation
-    (onnxruntime fuses Gemm and Relu)."""
-    in_hidden, in_out, bias_hidden, bias_out, u, out = plan
-    o = torch.addmm(bias_out, x, in_out)
-    if rounds < 0:  # no hidden nodes
-        return o
-    a = torch.addmm(bias_hidden, x, in_hidden)
-    h = act(a)
-    for _ in range(rounds):
-        h = act(torch.addmm(a, h, u))
-    return torch.addmm(o, h, out)
 
 
 class CompiledGraphClassifier(nn.Module):
@@ -525,15 +450,6 @@ def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tenso
         sources = (a[needed[0]] != 0).any(0).nonzero().flatten()
         needed.insert(0, sources if len(sources) else needed[0][:1])  # keep the step defined
     return needed
-
-
-def _fold_step_norms(ops: NodeOps, pieces: list[Piece], needed: list[torch.Tensor]) -> None:
-    """Each step's eval-mode batch norm folded into the rows of the product before it
-    (pieces[p] computes the nodes needed[p + 1], whose op starts with that norm)."""
-    scale, shift = batch_affine(ops, 0, ops.n)
-    for p, (sources, weight, bias) in enumerate(pieces[:-1]):
-        k, c = scale[needed[p + 1]], shift[needed[p + 1]]
-        pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
 
 
 def _input_scale_to_columns(op: NodeOp, pieces: list[Piece]) -> None:
@@ -569,7 +485,7 @@ class CompiledDynamicGraph(nn.Module):
             weight = a[needed[step]][:, needed[step - 1]]
             pieces.append(((0,), weight, weight.new_zeros(len(weight), 1, 1)))
         if self.fold:
-            _fold_step_norms(ops, pieces, needed)
+            fold_step_norms(ops, pieces, needed)
         if not self.spatial:
             _input_scale_to_columns(node_ops[0], pieces)
         self.node_ops = nn.ModuleList(node_ops)
@@ -712,7 +628,7 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
     _fold_input_norms(compiled, list(graphs))
     stem = getattr(compiled, "stem", None)
     if isinstance(stem, nn.Sequential):
-        compiled.stem = _folded_stem(stem)
+        compiled.stem = folded_stem(stem)
     if isinstance(compiled, NeuralGraphClassifier):
         _fold_head(compiled)
         graph = compiled.graphs[0]
@@ -757,7 +673,7 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
             previous[-1].weight.data.mul_(op.norm_weight)  # a (BN(x)) + c is a batch norm
             previous[-1].bias.data.mul_(op.norm_weight).add_(op.norm_bias)
         elif previous is stem and isinstance(previous, nn.Conv2d):
-            model.stem = _scaled_conv(previous, op.norm_weight, op.norm_bias)
+            model.stem = scaled_conv(previous, op.norm_weight, op.norm_bias)
         else:
             continue
         op.norm_kind = "none"
@@ -765,39 +681,9 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
     if isinstance(model, MobileNetDNW) and isinstance(head, nn.BatchNorm2d) and graphs:
         last = graphs[-1]
         if isinstance(last, CompiledStaticGraph):
-            scale, shift = _batch_norm_affine(head)
+            scale, shift = batch_norm_affine(head)
             _scale_last_product(last.products, scale, shift)
             model.head_norm = nn.Identity()  # type: ignore[assignment]
-
-
-def _folded_stem(stem: nn.Sequential) -> nn.Sequential:
-    """The stem with each eval-mode batch norm folded into the conv before it, and 1x1
-    convs as `PointwiseConv`: fewer and cheaper calls for one sample."""
-    layers: list[nn.Module] = []
-    for layer in stem:
-        previous = layers[-1] if layers else None
-        if isinstance(layer, nn.BatchNorm2d) and isinstance(previous, nn.Conv2d):
-            layers[-1] = _scaled_conv(previous, *_batch_norm_affine(layer))
-        else:
-            layers.append(layer)
-    return nn.Sequential(
-        *(depthwise(pointwise(m)) if isinstance(m, nn.Conv2d) else m for m in layers)
-    )
-
-
-def _scaled_conv(conv: nn.Conv2d, scale: torch.Tensor, shift: torch.Tensor) -> nn.Conv2d:
-    """scale * conv(x) + shift per output channel, as one conv with a bias."""
-    scaled = copy.deepcopy(conv)
-    scaled.weight.data.mul_(scale[:, None, None, None])
-    bias = shift.clone() if conv.bias is None else conv.bias.detach() * scale + shift
-    scaled.bias = nn.Parameter(bias)
-    return scaled
-
-
-def _batch_norm_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
-    assert norm.running_mean is not None and norm.running_var is not None
-    scale = norm.weight.detach() / torch.sqrt(norm.running_var + norm.eps)
-    return scale, norm.bias.detach() - norm.running_mean * scale
 
 
 COMPILED_FORM = (

@@ -52,7 +52,7 @@ class DepthwiseConv(nn.Conv2d):
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[int, int]]:
         """(CSR matrix, bias per output or None, output (H, W)) for an h x w map, cached."""
         bias = self.bias
-        key = (self.weight.data_ptr(), self.weight._version, h, w)
+        key: tuple[int, ...] = (self.weight.data_ptr(), self.weight._version, h, w)
         key += (bias.data_ptr(), bias._version) if bias is not None else ()
         if getattr(self, "_sparse_key", None) != key:
             matrix, out_hw = depthwise_matrix(self, h, w)
