@@ -14,8 +14,8 @@ compiled form, built once from the eval-mode model:
   per batch regime, and `model.onnx` stores mostly-zero products as sparse initializers.
 - batch norm in eval mode (an affine map per node) folded into the product that feeds it:
   rows scaled, a bias added; the MLP-style input nodes' norm folded into the columns that
-  read them (the tensor folds in `core.deploy.norm_folding`). The compact model's offsets become the bias (a per-node map where padding
-  makes them vary across positions).
+  read them (the tensor folds in `core.deploy.norm_folding`). The compact model's offsets
+  become the bias (a per-node map where padding makes them vary across positions).
 - a conv graph's input nodes' batch norm folded into what computes their input (the stem,
   or the previous stage's output product), MobileNetV1-DNW's head norm into the last stage.
 - after the product, the rest of the node op: instance norm (it depends on the sample, so it
