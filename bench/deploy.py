@@ -13,7 +13,9 @@ not depend on what the weights learned, and a whole table then runs in a few min
   graph_conv (the default conv-node graph, the one a default search job trains) against
   CNNs; dnw_conv (MobileNetV1-DNW) against MobileNetV1 at a width multiplier. Their rows
   also give the uncompiled compact graph's PyTorch latency (`uncompiled`) in the same
-  interleaving.
+  interleaving, and a second line against the dense network of their kind whose
+  multiply-adds are closest to the graph's real ones (a discrete-time graph applies its
+  edges at every step: at equal weights it does several times the arithmetic).
 
 Each case is a deployed model (compact model; Linear layers in the per-layer form that
 measured faster, `core.deploy.forms`) against its dense reference, measured side by side:
@@ -27,7 +29,8 @@ GPU table.
 
 Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
 <= 0.3x, onnxruntime batch-1 latency <= 0.5x dense. Searched graphs: batch-1 CPU latency
-<= 2x the dense network with the same real weights.
+<= 2x the dense network with the same real weights (discrete-time graphs: with the same
+multiply-adds, the equal-weights ratio printed next to it).
 
 Run: OMP_NUM_THREADS=1 python bench/deploy.py [--budget 1.5] [--cases mlp1024@unit0.25,cnn]
 [--graphs] (only the searched-graph rows)
