@@ -427,19 +427,17 @@ class CompiledGraphClassifier(nn.Module):
     def __init__(self, graph: CompiledStaticGraph | CompiledDynamicGraph) -> None:
         super().__init__()
         self.graph = graph
+        # One sample straight to a discrete-time graph's `forward_vector` (a bound method,
+        # not a submodule): at batch 1 each attribute lookup and call on the way counts.
+        self.one_sample: Callable[[torch.Tensor], torch.Tensor] | None = None
+        if isinstance(graph, CompiledDynamicGraph) and graph.norm != "instance":
+            self.one_sample = graph.forward_vector
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        graph = self.graph
-        if self.vector and x.shape[0] == 1 and not tracing():  # straight to the one-sample path
-            assert isinstance(graph, CompiledDynamicGraph), "only its vector path is this direct"
-            return graph.forward_vector(x.reshape(-1), graph.act)[None]
-        return graph.forward_flat(x.flatten(1))  # (B, classes)
-
-    @property
-    def vector(self) -> bool:
-        """Whether one sample goes straight to a discrete-time graph's `forward_vector`."""
-        graph = self.graph
-        return isinstance(graph, CompiledDynamicGraph) and graph.norm != "instance"
+        one_sample = self.one_sample
+        if one_sample is not None and x.shape[0] == 1 and not tracing():
+            return one_sample(x.reshape(-1))[None]
+        return self.graph.forward_flat(x.flatten(1))  # (B, classes)
 
 
 def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tensor]:
@@ -490,6 +488,7 @@ class CompiledDynamicGraph(nn.Module):
             _input_scale_to_columns(node_ops[0], pieces)
         self.node_ops = nn.ModuleList(node_ops)
         self.products = _Products(pieces, self.spatial)
+        self._act = self.act  # a plain function, looked up once
 
     @property
     def fold(self) -> bool:
@@ -527,28 +526,39 @@ class CompiledDynamicGraph(nn.Module):
         norm and activation) every op is the activation alone (its norm folded)."""
         act = self.act
         if x.shape[0] == 1 and self.norm != "instance" and not tracing():
-            return self.forward_vector(x[0], act)[None]
+            return self.forward_vector(x[0])[None]
         s = self.products.run(0, [self.node_ops[0](x)])
         for j in range(1, len(self.node_ops)):
             s = self.products.run(j, [act(s) if self.fold else self.node_ops[j](s)])
         return s
 
-    def forward_vector(
-        self, x: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor]
-    ) -> torch.Tensor:
+    def forward_vector(self, x: torch.Tensor) -> torch.Tensor:
         """One sample (n_in,) -> (n_out,): one `addmv` per step (CSR where the product's
         chosen batch-1 form is sparse), without module calls, which cost as much as a
         step's product at batch 1 (measured in bench/deploy.py, graph_discrete row)."""
-        first = self.node_ops[0]
-        assert isinstance(first, NodeOp), "the input nodes' op"
-        if first.norm_kind == "affine":  # the input nodes' batch norm: one fused op
-            x = torch.addcmul(first.norm_bias, x, first.norm_weight)
-        elif first.norm_kind == "shift":
-            x = x + first.norm_bias
+        act, forms = self._act, self.products.vector_forms()
+        norm_kind, scale, shift = self._input_norm or self.input_norm()
+        if norm_kind == "affine":  # the input nodes' batch norm: one fused op
+            x = torch.addcmul(shift, x, scale)
+        elif norm_kind == "shift":
+            x = x + shift
         s = act(x)  # the input nodes' activation is the graph's (MLP-style node ops)
-        for j, (matrix, bias) in enumerate(self.products.vector_forms()):
+        for j, (matrix, bias) in enumerate(forms):
             s = torch.addmv(bias, matrix, s if j == 0 else act(s))
         return s
+
+    _input_norm: tuple[str, torch.Tensor, torch.Tensor] | None = None
+
+    def input_norm(self) -> tuple[str, torch.Tensor, torch.Tensor]:
+        """The input nodes' norm kind and its (scale, shift) buffers (empty if none), kept
+        for `forward_vector` (the buffers themselves: their in-place changes show)."""
+        first = self.node_ops[0]
+        assert isinstance(first, NodeOp), "the input nodes' op"
+        none = torch.empty(0)
+        kind = first.norm_kind
+        norm = (kind, first.norm_weight, first.norm_bias) if kind != "none" else (kind, none, none)
+        self._input_norm = norm
+        return norm
 
 
 def vector_form(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
