@@ -88,8 +88,9 @@ def test_compiled_compact_graph_equals_the_masked_model(name: str) -> None:
         torch.testing.assert_close(compile_graphs(model, SHAPE)(x), model(x), rtol=1e-4, atol=1e-5)
 
 
-def test_sparse_forms_of_the_products_keep_the_outputs() -> None:
-    model, architecture = _masked(GRAPHS["mlp-style"])
+@pytest.mark.parametrize("name", ["mlp-style", "discrete-mlp-style"])
+def test_sparse_forms_of_the_products_keep_the_outputs(name: str) -> None:
+    model, architecture = _masked(GRAPHS[name])
     compiled = compile_graphs(compact_model(model, architecture)[0], SHAPE)
     names = [n for n, m in compiled.named_modules() if isinstance(m, torch.nn.Linear)]
     # The measured choice sees every product (the one-sample path calls no Linear module).
@@ -98,6 +99,10 @@ def test_sparse_forms_of_the_products_keep_the_outputs() -> None:
     forms = [{"layer": n, "batch_1": "sparse", "batch_64": "sparse"} for n in names]
     sparse = apply_forms(compiled, forms)
     assert sum(isinstance(m, SparseLinear) for m in sparse.modules()) == len(names) > 1
+    if name.startswith("discrete"):  # one sample: one CSR addmv per step, no module call
+        assert isinstance(sparse, CompiledGraphClassifier) and sparse.one_sample is not None
+        graph = sparse.graph
+        assert all(m.layout == torch.sparse_csr for m, _ in graph.products.vector_forms()[:-1])
     with torch.no_grad():
         for batch in (1, 9):
             x = torch.randn(batch, *SHAPE)
