@@ -697,9 +697,11 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
 
 
 COMPILED_FORM = (
-    "compiled neural graph: one product per destination block over only the kept nodes "
-    "(batch norm and the classifier head folded in; MLP-style graphs at batch 1 one "
-    "product per source block), built once at load by archsearch.core.deploy.load_deployed"
+    "compiled neural graph: one product per destination block (a discrete-time graph: per "
+    "step) over only the kept nodes, batch norm and the classifier head folded in; at batch "
+    "1 an MLP-style static graph runs unrolled as a few matrix-vector products, a "
+    "discrete-time one as one per step, a conv graph's small depthwise convs as sparse "
+    "ones; built once at load by archsearch.core.deploy.load_deployed"
 )
 
 
