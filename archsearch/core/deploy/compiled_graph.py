@@ -19,7 +19,7 @@ compiled form, built once from the eval-mode model:
 - a conv graph's input nodes' batch norm folded into what computes their input (the stem,
   or the previous stage's output product), MobileNetV1-DNW's head norm into the last stage.
 - after the product, the rest of the node op: instance norm (it depends on the sample, so it
-  stays an op), the activation, the 3x3 depthwise conv.
+  stays an op), the activation, the 3x3 depthwise conv (these layers: `core.deploy.graph_layers`).
 - an MLP-style classifier compiles whole (`CompiledGraphClassifier`): its head (batch norm
   and FC) folded into the last product. One sample, and the ONNX export, run the static
   graph unrolled (`core.deploy.unrolled`): one product from the input nodes to every later
@@ -46,29 +46,30 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from archsearch.core.deploy.forms import SparseLinear
-from archsearch.core.deploy.norm_folding import (
+from archsearch.core.deploy.graph_layers import (
+    NodeOp,
+    NormRecord,
     Piece,
+    Products,
+    bias_map,
+    product_layer,
+)
+from archsearch.core.deploy.norm_folding import (
     batch_affine,
     batch_norm_affine,
     fold_rows,
     fold_step_norms,
     folded_stem,
+    input_scale_to_columns,
+    scale_last_product,
     scaled_conv,
 )
-from archsearch.core.deploy.one_sample import (
-    DepthwiseConv,
-    GraphLinear,
-    PointwiseConv,
-    conv_pair,
-    tracing,
-)
+from archsearch.core.deploy.one_sample import GraphLinear, tracing
 from archsearch.core.deploy.unrolled import (
     UnrolledPlan,
     sparse_if_small,
@@ -79,160 +80,6 @@ from archsearch.core.deploy.unrolled import (
 from archsearch.core.models.mobilenet_dnw import MaskedLinear, MobileNetDNW
 from archsearch.core.models.neural_graph import NeuralGraphClassifier
 from archsearch.core.nn.neural_graph import ACTIVATIONS, DynamicGraph, NodeOps, StaticGraph
-
-NormRecord = tuple[Literal["affine", "instance"], torch.Tensor, torch.Tensor] | None
-
-
-def _per_channel(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return v.view(-1, *([1] * (x.dim() - 2)))  # broadcast over (B, n, ...)
-
-
-class NodeOp(nn.Module):
-    """A block's node op after its product: [norm], activation, [3x3 depthwise conv].
-
-    `norm` is None where a batch norm was folded into the product (or there is none);
-    "affine" is an eval-mode batch norm that could not be folded (the input nodes).
-    """
-
-    norm_weight: torch.Tensor  # buffers when `norm` is given, declared for the type checker
-    norm_bias: torch.Tensor
-
-    def __init__(
-        self, activation: str, norm: NormRecord, kernel: torch.Tensor | None, stride: int = 1
-    ) -> None:
-        super().__init__()
-        self.activation = activation
-        # "shift": an affine norm whose scale moved into the products reading the nodes.
-        self.norm_kind: Literal["none", "affine", "instance", "shift"] = (
-            "none" if norm is None else norm[0]
-        )
-        if norm is not None:
-            self.register_buffer("norm_weight", norm[1].detach().clone())
-            self.register_buffer("norm_bias", norm[2].detach().clone())
-        self.conv: nn.Conv2d | None = None
-        if kernel is not None:
-            n = kernel.shape[0]
-            self.conv = DepthwiseConv(n, n, 3, conv_pair(stride), 1, groups=n, bias=False)
-            self.conv.weight.data.copy_(kernel)
-
-    def pad_channels(self, pad: int) -> None:
-        """`pad` more channels that stay 0: zero norm affine, zero kernel."""
-        if self.norm_kind != "none":
-            self.norm_weight = F.pad(self.norm_weight, (0, pad))
-            self.norm_bias = F.pad(self.norm_bias, (0, pad))
-        if self.conv is not None:
-            kernel = F.pad(self.conv.weight.detach(), (0, 0, 0, 0, 0, 0, 0, pad))
-            n, stride = kernel.shape[0], self.conv.stride
-            self.conv = DepthwiseConv(n, n, 3, conv_pair(stride), 1, groups=n, bias=False)
-            self.conv.weight.data.copy_(kernel)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.norm_kind == "instance":
-            x = F.instance_norm(x, weight=self.norm_weight, bias=self.norm_bias)
-        elif self.norm_kind == "affine":
-            x = x * _per_channel(self.norm_weight, x) + _per_channel(self.norm_bias, x)
-        elif self.norm_kind == "shift":  # an affine norm whose scale moved to the readers
-            x = x + _per_channel(self.norm_bias, x)
-        x = ACTIVATIONS[self.activation](x)
-        conv = self.conv  # `forward` itself: at batch 1 the module call costs as much
-        return x if conv is None else conv.forward(x)
-
-
-def product_layer(weight: torch.Tensor, bias: torch.Tensor, spatial: bool) -> nn.Module:
-    """A destination's in-edges as one layer: a 1x1 conv (conv nodes) or a Linear, with the
-    per-node part of `bias` (n, H, W) (`bias_map` is the part that varies by position)."""
-    n, m = weight.shape
-    layer = PointwiseConv(m, n, 1) if spatial else GraphLinear(m, n)
-    layer.weight.data.copy_(weight.reshape(layer.weight.shape))
-    assert layer.bias is not None, "product layers have a bias"
-    layer.bias.data.copy_(bias.flatten(1)[:, 0])
-    return layer
-
-
-def bias_map(bias: torch.Tensor) -> torch.Tensor | None:
-    """What a bias (n, H, W) adds beyond its value at the first position; None if nothing."""
-    rest = bias - bias.flatten(1)[:, :1, None]  # (n, H, W)
-    return rest.clone() if bool(rest.any()) else None
-
-
-class _Products(nn.Module):
-    """Destination products of a compiled graph: `layers[j]` reads the concatenated states
-    of `sources[j]`; the buffer `map{j}` (or None) is added where the bias varies."""
-
-    def __init__(self, pieces: list[Piece], spatial: bool) -> None:
-        super().__init__()
-        self.sources = [sources for sources, _, _ in pieces]
-        self.layers = nn.ModuleList(product_layer(w, b, spatial) for _, w, b in pieces)
-        self.has_map = []
-        self._matrices: dict[int, tuple[nn.Module, torch.Tensor, torch.Tensor]] = {}
-        for j, (_, _, bias) in enumerate(pieces):
-            rest = bias_map(bias)
-            self.register_buffer(f"map{j}", rest)
-            self.has_map.append(rest is not None)
-
-    widths: list[int] = []  # block widths, set by a conv graph for `_summed`
-
-    def run(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        sources, layer = self.sources[j], self.layers[j]
-        if len(sources) == 1:
-            y: torch.Tensor = layer(states[sources[0]])
-        elif self.widths and tracing() and isinstance(layer, nn.Conv2d):
-            y = self._summed(layer, [states[i] for i in sources], sources)
-        else:
-            y = layer(torch.cat([states[i] for i in sources], 1))
-        return y + getattr(self, f"map{j}") if self.has_map[j] else y
-
-    def run_one(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        """`run` for one sample of conv states (1, m, H, W): one `addmm` over the
-        concatenated states as (m, H * W), whatever the product's own forward."""
-        sources, layer = self.sources[j], self.layers[j]
-        flat = (
-            states[sources[0]] if len(sources) == 1 else torch.cat([states[i] for i in sources], 1)
-        )
-        h, w = flat.shape[2], flat.shape[3]
-        weight, bias = self._matrix(j, layer)
-        y = torch.addmm(bias, weight, flat.view(-1, h * w)).view(1, -1, h, w)
-        return y + getattr(self, f"map{j}") if self.has_map[j] else y
-
-    def vector_forms(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each Linear product's `vector_form`, kept while the layers are the same ones."""
-        layers = tuple(self.layers)
-        if self._vector_layers != layers:
-            self._vectors = [vector_form(layer) for layer in layers]
-            self._vector_layers = layers
-        return self._vectors
-
-    _vector_layers: tuple[nn.Module, ...] = ()
-    _vectors: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "_vector_layers": (), "_vectors": []}  # CSR: not copied
-
-    def _matrix(self, j: int, layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-        """Product j's weight (n, m) and bias column (n, 1): views of its parameters (their
-        in-place changes show), kept while `layers[j]` is the same layer."""
-        kept = self._matrices.get(j)
-        if kept is None or kept[0] is not layer:
-            assert isinstance(layer, nn.Conv2d) and layer.bias is not None, "a conv product"
-            weight = layer.weight.detach()
-            kept = (layer, weight.view(weight.shape[0], -1), layer.bias.detach()[:, None])
-            self._matrices[j] = kept
-        return kept[1], kept[2]
-
-    def _summed(
-        self, layer: nn.Conv2d, states: list[torch.Tensor], sources: tuple[int, ...]
-    ) -> torch.Tensor:
-        """A conv product exported as one 1x1 Conv per source block, summed: no Concat,
-        which onnxruntime runs outside its NCHWc layout, reordering before and after
-        (measured at batch 1 on the default conv graph: 25 us, against 21 us summed)."""
-        at, y = 0, None
-        for i, state in zip(sources, states, strict=True):
-            weight = layer.weight[:, at : at + self.widths[i]]
-            at += self.widths[i]
-            term = F.conv2d(state, weight, layer.bias if y is None else None)
-            y = term if y is None else y + term
-        assert y is not None, "a product has sources"
-        return y
 
 
 def _norm_record(ops: NodeOps, index: torch.Tensor) -> NormRecord:
@@ -327,7 +174,7 @@ class CompiledStaticGraph(nn.Module):
         if self.spatial:
             _pad_hidden_blocks(ops, pieces, widths)  # widths padded too
         self.node_ops = nn.ModuleList(ops if self.spatial else [])
-        self.products = _Products(pieces, self.spatial)
+        self.products = Products(pieces, self.spatial)
         self.products.widths = widths if self.spatial else []
         # What the products are now, read per call without nn.Module's attribute lookup.
         self._layer_slots = self.products.layers._modules
@@ -450,18 +297,6 @@ def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tenso
     return needed
 
 
-def _input_scale_to_columns(op: NodeOp, pieces: list[Piece]) -> None:
-    """relu(a x + c) = a relu(x + c / a) for a > 0: the input nodes' batch-norm scale moves
-    into the columns of the first step's product, leaving the op a shift and the relu (one
-    op fewer per call: at batch 1 on the bench's graph, an addcmul took 3.9 us, a relu 1.2)."""
-    if op.norm_kind != "affine" or op.activation != "relu" or not bool((op.norm_weight > 0).all()):
-        return
-    sources, weight, bias = pieces[0]
-    pieces[0] = (sources, weight * op.norm_weight, bias)
-    op.norm_bias = op.norm_bias / op.norm_weight
-    op.norm_kind = "shift"
-
-
 class CompiledDynamicGraph(nn.Module):
     """A discrete-time graph (eq. 11, eval mode) as one node op and one product per step,
     each over only the nodes its result is read from."""
@@ -485,9 +320,9 @@ class CompiledDynamicGraph(nn.Module):
         if self.fold:
             fold_step_norms(ops, pieces, needed)
         if not self.spatial:
-            _input_scale_to_columns(node_ops[0], pieces)
+            input_scale_to_columns(node_ops[0], pieces)
         self.node_ops = nn.ModuleList(node_ops)
-        self.products = _Products(pieces, self.spatial)
+        self.products = Products(pieces, self.spatial)
         self._act = self.act  # a plain function, looked up once
 
     @property
@@ -559,17 +394,6 @@ class CompiledDynamicGraph(nn.Module):
         norm = (kind, first.norm_weight, first.norm_bias) if kind != "none" else (kind, none, none)
         self._input_norm = norm
         return norm
-
-
-def vector_form(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    """A Linear product's batch-1 weight (CSR where its chosen form is sparse) and bias."""
-    if isinstance(layer, SparseLinear):
-        matrix = layer.csr if layer.sparse_small else layer.dense
-        assert matrix is not None, "a dense regime keeps its dense weight"
-        bias = layer.bias if layer.bias is not None else matrix.new_zeros(matrix.shape[0])
-        return matrix, bias
-    assert isinstance(layer, nn.Linear) and layer.bias is not None, "a Linear product"
-    return layer.weight.detach(), layer.bias.detach()
 
 
 CompiledGraph = CompiledStaticGraph | CompiledDynamicGraph
@@ -656,17 +480,6 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
     return compiled.eval()
 
 
-def _scale_last_product(products: _Products, scale: torch.Tensor, shift: torch.Tensor) -> None:
-    """Make the last product compute scale * y + shift per node (a batch norm folded)."""
-    last = len(products.layers) - 1
-    layer = products.layers[last]
-    assert isinstance(layer, nn.Conv2d) and layer.bias is not None, "a conv-node product"
-    layer.weight.data.mul_(scale[:, None, None, None])
-    layer.bias.data.mul_(scale).add_(shift)
-    if products.has_map[last]:
-        getattr(products, f"map{last}").mul_(scale[:, None, None])
-
-
 def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
     """The eval-mode batch norm of each conv graph's input nodes folded into what computes
     their input: the previous stage's output product (MobileNetV1-DNW, whose head norm
@@ -678,7 +491,7 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
         if not isinstance(op, NodeOp) or op.norm_kind != "affine":
             continue
         if isinstance(previous, CompiledStaticGraph):
-            _scale_last_product(previous.products, op.norm_weight, op.norm_bias)
+            scale_last_product(previous.products, op.norm_weight, op.norm_bias)
         elif isinstance(previous, nn.Sequential) and isinstance(previous[-1], nn.BatchNorm2d):
             previous[-1].weight.data.mul_(op.norm_weight)  # a (BN(x)) + c is a batch norm
             previous[-1].bias.data.mul_(op.norm_weight).add_(op.norm_bias)
@@ -692,7 +505,7 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
         last = graphs[-1]
         if isinstance(last, CompiledStaticGraph):
             scale, shift = batch_norm_affine(head)
-            _scale_last_product(last.products, scale, shift)
+            scale_last_product(last.products, scale, shift)
             model.head_norm = nn.Identity()  # type: ignore[assignment]
 
 
@@ -708,7 +521,7 @@ COMPILED_FORM = (
 def compiled_record(model: nn.Module, runner: nn.Module) -> dict[str, object] | None:
     """What deployment.json says about a graph model's compiled form (None: not a graph)."""
     if runner is not model:
-        products = [m for m in runner.modules() if isinstance(m, _Products)]
+        products = [m for m in runner.modules() if isinstance(m, Products)]
         return {
             "compiled": True,
             "form": COMPILED_FORM,

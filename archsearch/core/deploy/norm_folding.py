@@ -4,8 +4,9 @@ section 2.4: a discrete-time graph applies its node ops at every step).
 
 In eval mode a batch norm is an affine map per node, x * scale + shift, so it folds into the
 product that computes its input (rows scaled, a bias added) or, where an activation comes
-first, stays an op. These helpers do the folds that need only the tensors; the ones that
-rewire a compiled graph's own layers are in `core.deploy.compiled_graph`.
+first, stays an op. These helpers fold into tensors, convs and a compiled graph's layers;
+the folds that need the compiled graph itself (the head, the input norms between stages)
+are in `core.deploy.compiled_graph`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ import copy
 import torch
 from torch import nn
 
+from archsearch.core.deploy.graph_layers import NodeOp, Piece, Products
 from archsearch.core.deploy.one_sample import depthwise, pointwise
 from archsearch.core.nn.neural_graph import NodeOps
-
-Piece = tuple[tuple[int, ...], torch.Tensor, torch.Tensor]  # sources, weight, bias (n, H, W)
 
 
 def batch_affine(ops: NodeOps, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,3 +72,26 @@ def batch_norm_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]
     assert norm.running_mean is not None and norm.running_var is not None
     scale = norm.weight.detach() / torch.sqrt(norm.running_var + norm.eps)
     return scale, norm.bias.detach() - norm.running_mean * scale
+
+
+def input_scale_to_columns(op: NodeOp, pieces: list[Piece]) -> None:
+    """relu(a x + c) = a relu(x + c / a) for a > 0: the input nodes' batch-norm scale moves
+    into the columns of the first step's product, leaving the op a shift and the relu (one
+    op fewer per call: at batch 1 on the bench's graph, an addcmul took 3.9 us, a relu 1.2)."""
+    if op.norm_kind != "affine" or op.activation != "relu" or not bool((op.norm_weight > 0).all()):
+        return
+    sources, weight, bias = pieces[0]
+    pieces[0] = (sources, weight * op.norm_weight, bias)
+    op.norm_bias = op.norm_bias / op.norm_weight
+    op.norm_kind = "shift"
+
+
+def scale_last_product(products: Products, scale: torch.Tensor, shift: torch.Tensor) -> None:
+    """Make the last product compute scale * y + shift per node (a batch norm folded)."""
+    last = len(products.layers) - 1
+    layer = products.layers[last]
+    assert isinstance(layer, nn.Conv2d) and layer.bias is not None, "a conv-node product"
+    layer.weight.data.mul_(scale[:, None, None, None])
+    layer.bias.data.mul_(scale).add_(shift)
+    if products.has_map[last]:
+        getattr(products, f"map{last}").mul_(scale[:, None, None])
