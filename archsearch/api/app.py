@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request
 from fastapi_offline import FastAPIOffline
 
-from archsearch.api.auth import api_principal, current_principal, new_token_cache
+from archsearch.api.auth import CurrentUser, api_principal, current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.headers import NoSniff
+from archsearch.api.job_answers import JobAnswers, keep_listening, listen_url
 from archsearch.api.limits import BodyLimit
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.openapi import serve_portable_openapi
@@ -76,6 +78,7 @@ def new_state(services: Services, enqueuer: Enqueuer) -> AppState:
         upload_slots=UploadSlots(services.settings),
         recent_artifacts=RecentArtifacts(),
         auth_throttle=AuthThrottle(services.settings.auth_failures_per_minute),
+        job_answers=JobAnswers(),
     )
 
 
@@ -89,7 +92,10 @@ def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextMana
         state.broadcaster.close_with_server()
         # Webhook deliveries from the outbox (every API and worker process sends them).
         stop_deliverer = start_deliverer(state.services.sessions, state.services.settings)
+        listener = start_job_answers(state)
         yield
+        if listener is not None:
+            listener.cancel()
         stop_deliverer.set()
         await state.broadcaster.close()  # live streams (api/broadcast.py)
         state.upload_slots.close()
@@ -97,15 +103,29 @@ def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextMana
     return lifespan
 
 
+def start_job_answers(state: AppState) -> asyncio.Task[None] | None:
+    """The listener that keeps GET job answers fresh (api/job_answers.py); none on SQLite,
+    where the cache stays off."""
+    url = listen_url(state.services.settings.resolved_database_url)
+    if url is None:
+        return None
+    return asyncio.create_task(keep_listening(state.job_answers, url), name="job-answers")
+
+
+async def checked_v1_request(request: Request, principal: CurrentUser) -> None:
+    """What every /v1 route checks, in this order, as one dependency (FastAPI's resolution
+    of each costs more than most of these checks): the caller (401), its token's scope
+    (403), then storable text and known query parameters (422)."""
+    await api_principal(principal)
+    await reject_unstorable_text(request)
+    await reject_unknown_query(request)
+
+
 def include_routes(app: FastAPI) -> None:
     # Every /v1 route authenticates (a no-op in embedded mode), then refuses text the
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     # A query parameter no route reads is refused (422) rather than silently ignored.
-    v1_dependencies = [
-        Depends(api_principal),
-        Depends(reject_unstorable_text),
-        Depends(reject_unknown_query),
-    ]
+    v1_dependencies = [Depends(checked_v1_request)]
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
     routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
     for module in routers:

@@ -13,18 +13,20 @@ from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from archsearch.api.deps import AuthThrottleDep, ServicesDep, app_state
+from archsearch.api.deps import app_state
 from archsearch.api.freshness import VERIFIED_ENTRIES, VERIFIED_SECONDS
 from archsearch.api.signing import WebSession
 from archsearch.api.throttle import AuthThrottle, client_address
 from archsearch.api.web.session import (
     check_csrf,
-    principal_for_session,
+    principal_for_credentials,
+    remembered_principal,
     session_of,
 )
-from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
+from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal
 from archsearch.jobs.domain.accounts.tokens import token_digest
 from archsearch.jobs.domain.errors import Unauthenticated
+from archsearch.jobs.platform.services import Services
 
 TOKEN_CACHE_SECONDS = VERIFIED_SECONDS
 TOKEN_CACHE_SIZE = VERIFIED_ENTRIES
@@ -36,9 +38,11 @@ def new_token_cache() -> TTLCache[str, Principal]:
     return TTLCache(maxsize=TOKEN_CACHE_SIZE, ttl=TOKEN_CACHE_SECONDS)
 
 
-async def current_principal(
-    request: Request, services: ServicesDep, throttle: AuthThrottleDep
-) -> Principal:
+async def current_principal(request: Request) -> Principal:
+    # App state is read here rather than through sub-dependencies: every /v1 request comes
+    # this way, and each dependency FastAPI resolves costs more than the lookup itself.
+    state = app_state(request)
+    services, throttle = state.services, state.auth_throttle
     if not services.settings.tokens_required:
         return LOCAL_USER
     header = request.headers.get("authorization") or ""
@@ -53,33 +57,30 @@ async def current_principal(
 
 async def _cached(
     request: Request,
-    services: ServicesDep,
+    services: Services,
     key: str,
     header: str,
     web: WebSession | None,
     throttle: AuthThrottle,
 ) -> Principal:
-    cache = app_state(request).token_cache
-    if (principal := cache.get(key)) is not None:
-        return principal  # a token known good is never throttled
+    if (principal := app_state(request).token_cache.get(key)) is not None:
+        return principal  # a token known good is never throttled, nor costs a connection
     address, token = client_address(request), "" if web is not None else header
     presented = bool(header.strip()) or web is not None  # no credentials is no guess
     if presented:
         throttle.check(address, token)
+    cache = app_state(request).token_cache
     try:
         async with services.async_reader.connect() as connection:
             principal = await connection.run_sync(
-                lambda conn: (
-                    authenticate(Session(bind=conn), header)
-                    if web is None
-                    else principal_for_session(Session(bind=conn), web)
+                lambda conn: remembered_principal(
+                    cache, key, lambda: principal_for_credentials(Session(bind=conn), header, web)
                 )
             )
     except Unauthenticated:
         if presented:
             throttle.failed(address, token)
         raise
-    cache[key] = principal
     return principal
 
 

@@ -12,6 +12,7 @@ from cachetools import TTLCache
 from prometheus_client import CollectorRegistry
 
 from archsearch.api.broadcast import Broadcaster
+from archsearch.api.job_answers import JobAnswers
 from archsearch.api.served_files import RecentArtifacts
 from archsearch.api.signing import SessionSigner
 from archsearch.api.throttle import AuthThrottle
@@ -32,3 +33,4 @@ class AppState:
     upload_slots: UploadSlots
     recent_artifacts: RecentArtifacts
     auth_throttle: AuthThrottle  # failed authentications per address and token prefix
+    job_answers: JobAnswers  # presented GET job answers, kept fresh by LISTEN/NOTIFY

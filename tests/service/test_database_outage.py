@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from archsearch.jobs.domain.accounts import repository as account_repo
@@ -58,6 +59,11 @@ def _admin_token(database_url: str) -> str:
         token = issue_token(session, "root", "admin", 1)
     engine.dispose()
     return token
+
+
+def _mark_running(database_url: str, job_id: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET status = 'running' WHERE id = %s", (job_id,))
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +150,11 @@ def test_database_down_is_503_with_retry_after_and_recovers(
         job_id = client.post("/v1/jobs", json=JOB).json()["id"]
         requests = _requests(client, job_id)
         assert len(requests) >= 15, requests  # every /v1 operation and /metrics
+        # A running job's answer is kept in the API's memory (api/job_answers.py): the
+        # outage must turn that off, so its GET below answers 503 too, never the old body.
+        _mark_running(cluster.url, job_id)
+        for _ in range(2):
+            assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
 
         cluster.stop()
         try:

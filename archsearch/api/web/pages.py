@@ -76,14 +76,15 @@ def _look_up_viewer(request: Request) -> tuple[Principal, WebSession | None] | N
     web = web_session.session_of(request)
     if web is None:
         return None
-    if (cached := state.token_cache.get(web.principal_key)) is not None:
-        return cached, web
     with state.services.sessions() as session:
         try:
-            principal = web_session.principal_for_session(session, web)
+            principal = web_session.remembered_principal(
+                state.token_cache,
+                web.principal_key,
+                lambda: web_session.principal_for_credentials(session, "", web),
+            )
         except Unauthenticated:
             return None
-    state.token_cache[web.principal_key] = principal
     return principal, web
 
 

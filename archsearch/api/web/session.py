@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
+from cachetools import TTLCache
 from sqlalchemy.orm import Session
 from starlette.requests import HTTPConnection
 
 from archsearch.api.deps import app_state
 from archsearch.api.signing import WebSession
 from archsearch.jobs.domain.accounts import repository as accounts
-from archsearch.jobs.domain.accounts.service import Principal, principal_for_digest
+from archsearch.jobs.domain.accounts.service import (
+    Principal,
+    authenticate,
+    principal_for_digest,
+)
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import Forbidden, Unauthenticated
 
@@ -80,6 +86,24 @@ def principal_for_session(session: Session, web: WebSession) -> Principal:
         unknown="this session's token no longer exists; sign in again",
         renew="sign in with a new one",
     )
+
+
+def remembered_principal(
+    cache: TTLCache[str, Principal], key: str, look_up: Callable[[], Principal]
+) -> Principal:
+    """The principal verified under `key`: remembered, or `look_up()`'s (then remembered).
+
+    The one path of the API's routes (through their connection) and of the dashboard's pages
+    (through a session of their own); an `Unauthenticated` from `look_up` is never cached."""
+    if (principal := cache.get(key)) is not None:
+        return principal
+    principal = cache[key] = look_up()
+    return principal
+
+
+def principal_for_credentials(session: Session, header: str, web: WebSession | None) -> Principal:
+    """Who a bearer token's `Authorization` header (or, with `web`, a dashboard session) is."""
+    return authenticate(session, header) if web is None else principal_for_session(session, web)
 
 
 def sign_out(connection: HTTPConnection, session: Session, web: WebSession) -> None:

@@ -42,12 +42,13 @@ def create_job(
     placement: Placement = Placement(),
     tags: Sequence[str] = (),
 ) -> Job:
+    unique_tags = list(dict.fromkeys(tags))
     job = Job(
         id=uuid.uuid4(),
         method=method,
         spec=spec,
         label=label,
-        tags=[],
+        tags=unique_tags,
         status=JobStatus.queued,
         owner_id=placement.owner_id,
         team_id=placement.team_id,
@@ -64,8 +65,10 @@ def create_job(
         )
     )
     session.add(job)
+    # A new job has no tag rows to replace: they go in with it, in one flush (the submit
+    # path's round trips count in submit -> running).
+    session.add_all(JobTag(tag=tag, job_id=job.id) for tag in unique_tags)
     session.flush()
-    set_tags(session, job, tags)
     return job
 
 

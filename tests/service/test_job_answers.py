@@ -1,0 +1,122 @@
+"""GET /v1/jobs/{id} from the API's memory stays exactly fresh: a change committed by
+another connection is seen on the next GET, another team never gets a kept answer, and a
+lost listening connection turns the memory off (api/job_answers.py).
+
+A change written with triggers disabled (`session_replication_role = replica`: no
+notification) is how these tests see that an answer really came from memory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from archsearch.api.job_answers import APPLICATION_NAME
+from tests.service import procs
+from tests.service.conftest import Accounts
+
+pytestmark = pytest.mark.service
+
+JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 1}}
+
+
+@pytest.fixture(scope="module")
+def api(service_env: dict[str, str], log_dir: Path) -> Iterator[str]:
+    # Its own queue: the jobs of these tests are moved by hand, never by a worker.
+    env = {**service_env, "ARCHSEARCH_QUEUE_NAME": f"answers-{uuid.uuid4().hex[:8]}"}
+    port = procs.free_port()
+    proc = procs.start("api-answers", ["api", "--port", str(port)], env, log_dir)
+    url = f"http://127.0.0.1:{port}"
+    procs.wait_http(f"{url}/healthz", proc)
+    procs.wait_until(lambda: _listener_pids(env["ARCHSEARCH_DATABASE_URL"]), 30, "LISTEN")
+    yield url
+    proc.stop()
+
+
+def _listener_pids(pg_url: str) -> list[int]:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = %s",
+            (APPLICATION_NAME,),
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def _write(pg_url: str, sql: str, *params: object, notify: bool = True) -> None:
+    """One committed change from a connection of its own (another process's, in effect)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        if not notify:
+            conn.execute("SET session_replication_role = replica")  # triggers off
+        conn.execute(sql, params)  # type: ignore[arg-type]
+
+
+def _running_job(api: str, token: str, pg_url: str) -> str:
+    with httpx.Client(base_url=api, headers=_bearer(token)) as client:
+        job_id: str = client.post("/v1/jobs", json=JOB).raise_for_status().json()["id"]
+    _write(pg_url, "UPDATE jobs SET status = 'running', step = 0 WHERE id = %s", job_id)
+    return job_id
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_change_committed_elsewhere_is_seen_on_the_next_get(
+    api: str, pg_url: str, accounts: Accounts
+) -> None:
+    job_id = _running_job(api, accounts.tokens["alice"], pg_url)
+    with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
+        read = lambda: client.get(f"/v1/jobs/{job_id}").raise_for_status().json()  # noqa: E731
+        assert read()["status"] == "running"
+        for step in range(1, 21):
+            _write(pg_url, "UPDATE jobs SET step = %s WHERE id = %s", step, job_id)
+            assert read()["step"] == step  # the very next GET, every time
+            assert read()["step"] == step  # and the one after it, from memory
+        _write(pg_url, "UPDATE jobs SET step = 99 WHERE id = %s", job_id, notify=False)
+        assert read()["step"] == 20, "the answer should have come from memory"
+        _write(pg_url, "UPDATE jobs SET status = 'succeeded' WHERE id = %s", job_id)
+        assert (read()["status"], read()["step"]) == ("succeeded", 99)
+        _write(pg_url, "UPDATE users SET name = 'alice2' WHERE name = 'alice'")
+        try:
+            assert read()["owner_name"] == "alice2"  # a user's name clears every answer
+        finally:
+            _write(pg_url, "UPDATE users SET name = 'alice' WHERE name = 'alice2'")
+
+
+def test_another_team_never_gets_a_kept_answer(api: str, pg_url: str, accounts: Accounts) -> None:
+    job_id = _running_job(api, accounts.tokens["alice"], pg_url)
+    path = f"/v1/jobs/{job_id}"
+    for _ in range(2):  # the second from memory
+        assert httpx.get(api + path, headers=_bearer(accounts.tokens["alice"])).status_code == 200
+    answer = httpx.get(api + path, headers=_bearer(accounts.tokens["carol"]))
+    assert answer.status_code == 404, answer.text
+    assert httpx.get(api + path, headers=_bearer(accounts.admin_token)).json()["id"] == job_id
+
+
+def test_a_lost_listener_turns_the_memory_off_until_it_listens_again(
+    api: str, pg_url: str, accounts: Accounts
+) -> None:
+    job_id = _running_job(api, accounts.tokens["alice"], pg_url)
+    with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
+        read = lambda: client.get(f"/v1/jobs/{job_id}").raise_for_status().json()  # noqa: E731
+        # Two reads: the first may store an answer that the notification of the job's start,
+        # read at the second's barrier, then takes back; the second's answer stays.
+        assert read()["step"] == read()["step"] == 0
+        _write(pg_url, "UPDATE jobs SET step = 1 WHERE id = %s", job_id, notify=False)
+        assert read()["step"] == 0, "the answer should have come from memory"
+        (listener,) = _listener_pids(pg_url)
+        _write(pg_url, "SELECT pg_terminate_backend(%s)", listener)
+        # Once the API sees its connection gone (a moment), nothing is served from memory.
+        procs.wait_until(lambda: read()["step"] == 1, 5, "the memory cleared")
+        _write(pg_url, "UPDATE jobs SET step = 2 WHERE id = %s", job_id, notify=False)
+        assert read()["step"] == 2
+        procs.wait_until(lambda: _listener_pids(pg_url) not in ([], [listener]), 30, "relisten")
+        assert read()["step"] == 2
+        _write(pg_url, "UPDATE jobs SET step = 3 WHERE id = %s", job_id, notify=False)
+        assert read()["step"] == 2, "listening again, the memory should be back on"
