@@ -40,13 +40,18 @@ def new_figure(ncols: int = 1, width: float = 5.0, height: float = 3.6) -> tuple
     """A figure of `ncols` panels side by side on its own Agg canvas (headless: workers have
     no display), and its axes as a (1, ncols) array. Nothing registers it with pyplot, so
     it is freed with its last reference."""
+    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     total = width * ncols
     fig: Any = Figure(figsize=(total, height))  # carries `archsearch_axes`, see figure_png
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, squeeze=False)
+    # Titles at a fixed height above their panel: placed automatically, each draw measured
+    # the axes' tick labels first (a fifth of a small figure's drawing), only to find they
+    # sit below, never under the title.
+    with rc_context({"axes.titley": 1.0}):
+        axes = fig.subplots(1, ncols, squeeze=False)
     panel = (total - MARGINS_IN["left"] - MARGINS_IN["right"] - GAP_IN * (ncols - 1)) / ncols
     fig.subplots_adjust(
         left=MARGINS_IN["left"] / total,
