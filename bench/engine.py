@@ -21,7 +21,8 @@ Three references per case:
 
 CPU seconds from `time.process_time`, every case once per round, rounds interleaved so
 drift and neighbours' load hit every case alike; a ratio is the median over rounds of the
-same round's ratio, the spread its min-max. An untimed warm-up run of each job comes first.
+same round's ratio, the spread its min-max. An untimed warm-up run of each job comes first,
+then the heap is frozen (`gc.freeze`) as a worker freezes it after its own warm-up.
 The train job's CPU time is broken down into its parts, timed inside the job
 (`bench/_engine_breakdown.py`): the fixed end-of-job work (model files, ONNX export and
 check, latency, plots) is what the plain loop does not do at all.
@@ -89,7 +90,9 @@ from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.jobs.platform.services import Services  # noqa: E402
 from archsearch.jobs.platform.settings import Settings  # noqa: E402
 from archsearch.jobs.runtime.context import DbRunContext  # noqa: E402
+from archsearch.jobs.runtime.data import load_job_dataset  # noqa: E402
 from archsearch.jobs.runtime.executor import execute_next  # noqa: E402
+from archsearch.jobs.runtime.warmup import freeze_heap  # noqa: E402
 from archsearch.specs import DatasetRef, JobBase, parse_job_spec  # noqa: E402
 
 # The shared datasets beside the checkout (/work/shared next to /work/main); a worktree one
@@ -382,6 +385,9 @@ def measure(
     # (the job's raw uint8 rows, normalised per batch, cost it their conversion).
     floats = {name: as_floats(d) for name, d in data.items()}
     warm_up(services, chosen, data)
+    # As a worker after its warm-up: what is alive now leaves the cyclic collector's walks
+    # (without it, the executor's collection after each job walked the whole process).
+    freeze_heap()
     times: dict[str, list[float]] = {}
     grown: dict[str, tuple[int, ...]] = {}
     for r in range(args.rounds):
@@ -412,7 +418,9 @@ def warm_up(services: Services, chosen: list[Case], data: dict[str, Dataset]) ->
     measured by --worker)."""
     for case in chosen:
         if case.through_executor:
-            continue  # the same method as "train", already warm
+            # The same method as "train"; a warm worker also holds the dataset it loaded.
+            load_job_dataset(services, parse_job_spec(case.spec))
+            continue
         short = replace(
             case, spec={**case.spec, "training": {**case.spec["training"], "epochs": 1}}
         )

@@ -13,8 +13,10 @@ from archsearch.core.export import (
     count_parameters,
     figure_png,
     new_figure,
+    plain_log_ticks,
     tensors_from_bytes,
     tensors_to_bytes,
+    whole_number_ticks,
 )
 from archsearch.core.models import Architecture, create_model
 from archsearch.specs import CNNConfig, MLPConfig
@@ -75,3 +77,24 @@ def test_a_figure_with_an_unplanned_colorbar_is_cropped_to_its_content() -> None
     fig, axes = new_figure(ncols=1)
     fig.colorbar(axes[0][0].imshow(torch.rand(4, 4).numpy()), ax=axes[0][0])
     assert Image.open(io.BytesIO(figure_png(fig))).size != (550, 396), "tight bounding box"
+
+
+def test_log_axes_read_plain_numbers_and_epochs_whole_ones() -> None:
+    """Plain tick labels on a log axis (no `10^k` mathtext), no minor ticks, and an epoch
+    axis ticked at whole numbers only; the figure is never registered with pyplot."""
+    import matplotlib.pyplot as plt
+
+    figures = plt.get_fignums()
+    fig, axes = new_figure()
+    ax = axes[0][0]
+    ax.plot([1.0, 2.0], [1.0, 1e4])
+    ax.set_yscale("log")
+    plain_log_ticks(ax.yaxis)
+    whole_number_ticks(ax.xaxis)
+    fig.canvas.draw()
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert {"1", "10", "100", "1000", "10000"} <= set(labels), labels
+    assert not any("$" in label for label in labels), "no mathtext"
+    assert len(ax.yaxis.get_minorticklocs()) == 0
+    assert all(float(x).is_integer() for x in ax.get_xticks())
+    assert plt.get_fignums() == figures, "nothing left for pyplot to close"

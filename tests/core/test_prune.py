@@ -17,7 +17,7 @@ from archsearch.core.data.uploaded import uploaded_dataset, uploaded_info
 from archsearch.core.errors import JobCancelled
 from archsearch.core.export import load_model, tensors_from_bytes
 from archsearch.core.methods import get_method
-from archsearch.core.methods.prune import mask_schedule, run
+from archsearch.core.methods.prune import mask_schedule, run, train_masks
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import (
     mask_logits,
@@ -355,3 +355,18 @@ def test_the_last_epochs_test_pass_stands_for_the_frozen_model(digits) -> None:
     fresh = evaluate_predictions(model, digits.x_test, digits.y_test, torch.device("cpu"))
     assert (outcome.test_loss, outcome.test_accuracy) == fresh[:2]
     assert torch.equal(outcome.predicted_counts, fresh[2])
+
+
+def test_a_weight_free_binary_forward_keeps_its_last_test_pass_as_the_final_one(digits) -> None:
+    """Weight-free with no density: the binary forward already used 1[w > 0], so freezing
+    the masks after training changes nothing and its last test pass is the final model's."""
+    spec = prune_spec(model=SMALL, weights="free", training={"epochs": 2})
+    assert spec.forward == "binary" and spec.density is None
+    architecture = Architecture(spec.model, digits.input_shape, 10)
+    model, trainer, _, last = train_masks(spec, digits, InMemoryContext(), architecture, None)
+    assert masks_frozen(model) and last is not None, "frozen after training; the pass kept"
+    loss, accuracy, counts = evaluate_predictions(
+        model, digits.x_test, digits.y_test, torch.device("cpu")
+    )
+    assert last[:2] == (loss, accuracy) and torch.equal(last[2], counts)
+    assert trainer.relaxed_accuracy == accuracy, "binarising changed nothing"

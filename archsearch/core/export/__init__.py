@@ -14,7 +14,13 @@ from archsearch.core.export.files import (
     tensors_to_bytes,
 )
 from archsearch.core.export.loading import load_model
-from archsearch.core.export.plots import curves_png, figure_png, new_figure
+from archsearch.core.export.plots import (
+    curves_png,
+    figure_png,
+    new_figure,
+    plain_log_ticks,
+    whole_number_ticks,
+)
 from archsearch.core.export.sparse import is_sparse_file, load_state, sparse_state_bytes
 
 __all__ = [
@@ -28,8 +34,10 @@ __all__ = [
     "load_state",
     "model_to_bytes",
     "new_figure",
+    "plain_log_ticks",
     "save_model",
     "sparse_state_bytes",
     "tensors_from_bytes",
     "tensors_to_bytes",
+    "whole_number_ticks",
 ]

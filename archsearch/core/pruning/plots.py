@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsearch.core.export import figure_png, new_figure
+from archsearch.core.export import figure_png, new_figure, plain_log_ticks, whole_number_ticks
 
 
 def mask_logits_png(
@@ -20,6 +20,7 @@ def mask_logits_png(
         aspect="auto",
         origin="lower",
         cmap="viridis",
+        interpolation="nearest",  # one column per epoch, not blended into its neighbours
         extent=(0.5, len(histograms) + 0.5, edges[0], edges[-1]),
     )
     heat_ax.axhline(0.0, color="white", lw=0.8, ls="--")
@@ -27,6 +28,7 @@ def mask_logits_png(
         heat_ax.axvline(frozen_epoch + 0.5, color="red", lw=0.8, label="masks frozen")
         heat_ax.legend(loc="upper right", fontsize=7)
     heat_ax.set(xlabel="epoch", ylabel="mask logit w", title="log(1 + count) per epoch")
+    whole_number_ticks(heat_ax.xaxis)
     centers = (edges[:-1] + edges[1:]) / 2
     for i in sorted({0, len(histograms) // 2, len(histograms) - 1}):
         last_ax.step(centers, np.asarray(histograms[i]) + 1, where="mid", label=f"epoch {i + 1}")
@@ -34,6 +36,7 @@ def mask_logits_png(
     last_ax.set(
         xlabel="mask logit w (clipped)", ylabel="1 + count", yscale="log", title="histograms"
     )
+    plain_log_ticks(last_ax.yaxis)
     last_ax.legend(fontsize=7)
     return figure_png(fig)
 

@@ -10,7 +10,6 @@ Spectra of networks with the same parent are compared by PCA (Figure 5, right).
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 
@@ -45,9 +44,10 @@ def normalized_laplacian_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
         torch.eye(len(adjacency), dtype=torch.float64)
         - inv_sqrt[:, None] * adjacency * inv_sqrt[None, :]
     )
-    # numpy's LAPACK solve: the same float64 eigenvalues (within 1e-14) as
-    # `torch.linalg.eigvalsh` in 0.085 s instead of 0.13 s for 884 linked neurons, one thread.
-    eigenvalues = torch.from_numpy(np.linalg.eigvalsh(laplacian.numpy()))  # (linked,) ascending
+    # torch's solve, on the torch threads the worker set (one in the benches). numpy's
+    # OpenBLAS starts a thread per core whatever those are, and its threads spin while they
+    # wait: on a busy machine the same solve cost 0.2-1.2 s of CPU instead of 0.08 s.
+    eigenvalues = torch.linalg.eigvalsh(laplacian)  # (linked,) ascending
     isolated = torch.zeros(len(linked) - len(adjacency), dtype=torch.float64)
     spectrum: torch.Tensor = torch.cat([isolated, eigenvalues]).sort().values  # (N,)
     return spectrum
