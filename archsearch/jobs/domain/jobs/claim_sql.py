@@ -4,9 +4,13 @@ round trip.
 
 The pick reads the head of the queue from the partial index `ix_jobs_queue` (priority, then
 age) without locking it, ranks that window by fair share (the owner's running jobs, from
-`running_counts`), and locks one row with `FOR UPDATE SKIP LOCKED`, walking the ranks:
-concurrent claimers never wait on each other and never take the same job (when they hold
-the whole window, the first free job beyond it, in the same statement). Users and teams
+`running_counts`: one row per user, so a window of 50 owners reads 50 rows), and locks one
+row with `FOR UPDATE SKIP LOCKED`, walking the ranks: concurrent claimers never wait on each
+other and never take the same job (when they hold the whole window, the first free job
+beyond it, in the same statement). The walk reaches each ranked row by the address the head
+read it at (`ctid`, valid within the statement's snapshot), not through the primary key's
+index; as with any `FOR UPDATE`, a row another claimer changed meanwhile is locked at its
+newest version and checked again (`status = 'queued'`). Users and teams
 at their quota are left out. The job is taken in the statement only when no quota applies
 to its owner or team (nothing to serialise) and it is a first attempt that no one asked to
 cancel; any other pick comes back locked for the scheduler to finish under the claim lock.
@@ -52,7 +56,7 @@ _NOT_FULL = """
 # The head of the queue in scheduler order, unlocked, with its owners' running jobs.
 _HEAD = """
 head AS MATERIALIZED (
-  SELECT j.id, j.priority, j.created_at, j.owner_id FROM jobs j
+  SELECT j.id, j.ctid AS address, j.priority, j.created_at, j.owner_id FROM jobs j
   WHERE {eligible}
   ORDER BY j.priority DESC, j.created_at, j.id LIMIT {window}),
 running AS (
@@ -64,11 +68,11 @@ running AS (
 # first of it no other claimer holds.
 _FAIR_PICK = """
   SELECT j.id, j.attempts, j.cancel_requested, j.owner_id, j.team_id
-  FROM (SELECT h.id, row_number() OVER (
+  FROM (SELECT h.address, row_number() OVER (
           ORDER BY h.priority DESC, coalesce(r.n, 0), h.created_at, h.id) AS rank
         FROM head h LEFT JOIN running r ON r.owner_id = h.owner_id
         ORDER BY rank) AS ranked
-  JOIN jobs j ON j.id = ranked.id
+  JOIN jobs j ON j.ctid = ranked.address  -- a TID scan: no index descent per rank
   WHERE j.status = 'queued'
   -- The ranks arrive in order: the join walks them lazily, so only the rows other
   -- claimers hold are passed over before the first free one is locked.
