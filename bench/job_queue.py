@@ -6,10 +6,14 @@ under concurrent clients.
    (`jobs.scheduler.claim_next`, rolled back so the queue stays the same) is timed 40 times;
    the median is printed with its ratio to the 1,000 case. Target: <= 1.5 at 100,000 (the
    claim walks the partial index `ix_jobs_queue`, not the table).
-2. `archsearch api` and two `archsearch worker` processes; 8 client threads submit tiny jobs
+2. Claims per second with 1, 8 and 64 concurrent claimers against a bare
+   `UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)` pop, arms interleaved
+   on one database, with the server CPU each claim and each pop cost (read from /proc: the
+   figure the machine's other load moves least). Target: claim/pop >= 0.6 at 64.
+3. `archsearch api` and two `archsearch worker` processes; 8 client threads submit tiny jobs
    at once; the latency is started_at - created_at of each job, written by the service.
 
-    python bench/job_queue.py [--quick]
+    python bench/job_queue.py [--quick | --scaling-only | --throughput-only | --latency-only]
 
 (Not `bench/queue.py`: run as a script, that name would shadow the standard library's
 `queue` for every script in this folder.)
