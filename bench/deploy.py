@@ -13,7 +13,9 @@ not depend on what the weights learned, and a whole table then runs in a few min
   graph_conv (the default conv-node graph, the one a default search job trains) against
   CNNs; dnw_conv (MobileNetV1-DNW) against MobileNetV1 at a width multiplier. Their rows
   also give the uncompiled compact graph's PyTorch latency (`uncompiled`) in the same
-  interleaving.
+  interleaving, and a second line against the dense network of their kind whose
+  multiply-adds are closest to the graph's real ones (a discrete-time graph applies its
+  edges at every step: at equal weights it does several times the arithmetic).
 
 Each case is a deployed model (compact model; Linear layers in the per-layer form that
 measured faster, `core.deploy.forms`) against its dense reference, measured side by side:
@@ -27,7 +29,8 @@ GPU table.
 
 Goals (unit density 0.25 on the CNN and on the [1024, 1024] MLP): MACs <= 0.3x, ONNX bytes
 <= 0.3x, onnxruntime batch-1 latency <= 0.5x dense. Searched graphs: batch-1 CPU latency
-<= 2x the dense network with the same real weights.
+<= 2x the dense network with the same real weights (discrete-time graphs: with the same
+multiply-adds, the equal-weights ratio printed next to it).
 
 Run: OMP_NUM_THREADS=1 python bench/deploy.py [--budget 1.5] [--cases mlp1024@unit0.25,cnn]
 [--graphs] (only the searched-graph rows)
@@ -106,7 +109,16 @@ def _graph(config: Any, references: list[Any]) -> Case:
     UNCOMPILED[id(compiled)] = (compact.eval(), real)
     dense_archs = [Architecture(c, MNIST, 10) for c in references]
     dense_arch = min(dense_archs, key=lambda a: abs(_real(create_model(a)) - real))
+    macs = _macs(compact, MNIST, True)
+    macs_arch = min(dense_archs, key=lambda a: abs(_macs(create_model(a), MNIST, False) - macs))
+    EQUAL_MACS[id(compiled)] = create_model(macs_arch).eval()
     return compiled, compact_arch, create_model(dense_arch).eval(), dense_arch
+
+
+# Per compiled graph (by id): the dense network of its kind whose multiply-adds are closest to
+# the compact graph's real ones (a discrete-time graph applies its edges at every step, so at
+# equal weights it does several times the arithmetic of the network it is compared with).
+EQUAL_MACS: dict[int, nn.Module] = {}
 
 
 def cases() -> dict[str, Callable[[], Case]]:
@@ -178,6 +190,9 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
         "floor": ort_session(export_onnx(nn.Flatten(), shape)),
     }
     uncompiled = UNCOMPILED.get(id(deployed))
+    equal_macs = EQUAL_MACS.get(id(deployed))
+    if equal_macs is not None:
+        sessions["macs"] = ort_session(export_onnx(equal_macs, shape))
     row: dict[str, Any] = {
         "weights": (uncompiled[1] if uncompiled else _real(deployed), _real(dense)),
         "st": len(sparse_state_bytes(deployed.state_dict())) / len(model_to_bytes(dense)),
@@ -189,6 +204,9 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
     for batch in (1, 64):
         x = torch.randn(batch, *shape)
         variants = _variants(chosen, dense, sessions, x)
+        if equal_macs is not None:
+            variants["torch_macs"] = lambda m=equal_macs, x=x: m(x)
+            variants["ort_macs"] = ort_call(sessions["macs"], x.numpy())
         if uncompiled is not None:
             # Beside the dense network in a rotation of its own: its calls (hundreds of us,
             # N x N matrices rebuilt) would evict the compiled graph's weights from cache.
@@ -212,7 +230,13 @@ def measure(case: Case, budget: float) -> dict[str, Any]:
             "ort_ours_ms": statistics.median(times["ort_ours"]) * 1e3,
             "ort_floor_ms": statistics.median(times["ort_floor"]) * 1e3,
             "repeats": len(times["torch_ours"]),
+            "macs": f"torch {ratio(times, 'torch_ours', 'torch_macs')} ort "
+            f"{ratio(times, 'ort_ours', 'ort_macs')}"
+            if equal_macs is not None
+            else "",
         }
+    if equal_macs is not None:
+        row["macs_ref"] = (_macs(equal_macs, shape, False), _real(equal_macs))
     return row
 
 
@@ -255,6 +279,12 @@ def report(name: str, row: dict[str, Any]) -> None:
         f"(ort {b1['ort_dense_ms'] * 1e3:.1f} us, ours {b1['ort_ours_ms'] * 1e3:.1f}, one-op "
         f"floor {b1['ort_floor_ms'] * 1e3:.1f}) | repeats {b1['repeats']}/{b64['repeats']}"
     )
+    if "macs_ref" in row:
+        macs, weights = row["macs_ref"]
+        print(
+            f"{'':22} vs the dense network of equal MACs ({macs:,} MACs, {weights:,} weights):"
+            f" b1 {b1['macs']} | b64 {b64['macs']}"
+        )
 
 
 def main() -> None:

@@ -296,6 +296,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"optimiser step (torch.optim imports torch._dynamo and sympy on first use) "
         f"{torch_floor(step):.0f} MB"
     )
+    print("the pool's memory stage by stage, arms side by side: bench/worker_memory.py")
 
 
 def proc_status(pid: int) -> dict[str, str]:

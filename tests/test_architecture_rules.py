@@ -37,6 +37,12 @@ ALLOWED_LOCAL_IMPORTS = {
     ("archsearch/jobs/runtime/runner.py", "archsearch.jobs.runtime.device"),
     # boto3 costs every process 8 MB resident; only an s3:// store needs it.
     ("archsearch/jobs/platform/objects/__init__.py", "archsearch.jobs.platform.objects.s3"),
+    # A worker's main process checks the schema in a child and starts webhooks after the pool
+    # forked: every pool process inherits its modules and counts them in its resident memory.
+    ("archsearch/worker/app.py", "archsearch.jobs.platform.migrate"),
+    ("archsearch/worker/app.py", "archsearch.jobs.domain.webhooks.deliverer"),
+    # Optuna (some 100 modules) serves adaptive studies alone; a pool process advances studies.
+    ("archsearch/jobs/domain/studies/service.py", "archsearch.jobs.domain.studies"),
 }
 
 

@@ -194,13 +194,15 @@ def run_worker(settings: Settings, device: str, extra: list[str]) -> None:
         supervise_one_per_gpu(gpus, extra)
         return
     kind = "cuda" if gpus else "cpu"
-    # Imported here, not at the top: the API image has no torch, and `archsearch api`,
-    # `db upgrade` and `admin bootstrap` go through this module too.
-    from archsearch.worker.app import create_app as create_worker_app
-
-    app = create_worker_app(settings.model_copy(update={"worker_device": kind}))
-    queues = f"{settings.queue_name},{settings.queue_name}.{kind}"
-    app.worker_main(["worker", "--loglevel=INFO", "--concurrency=1", "-Q", queues, *extra])
+    # A fresh interpreter (same pid, same environment) for the Celery main process: the pool
+    # processes forked from it would otherwise inherit this command's modules (see
+    # `archsearch.worker.__main__`). It gets this process's module search path, so that it
+    # imports the same archsearch.
+    path = os.pathsep.join(entry or os.getcwd() for entry in sys.path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    command = [sys.executable, "-m", "archsearch.worker", kind, *extra]
+    os.execve(sys.executable, command, {**os.environ, "PYTHONPATH": path})
 
 
 def supervise_one_per_gpu(gpus: list[str], extra: list[str]) -> None:

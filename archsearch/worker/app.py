@@ -9,20 +9,20 @@ record the worker's presence per pool process, and reap expired leases.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import signal
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import torch
 from billiard.process import active_children
 from celery import Celery, signals
 
-from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
 from archsearch.jobs.platform.broker import CeleryEnqueuer
 from archsearch.jobs.platform.celery_config import celery_config
-from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.objects import StorageUnavailable
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
@@ -63,13 +63,11 @@ def _connect_signals(process: WorkerProcess) -> None:
     settings = process.settings
 
     def refuse_stale_schema(**_: object) -> None:
-        services = Services.from_settings(settings)
-        try:
-            ensure_schema_current(services.engine)
-        finally:
-            services.engine.dispose()
-        # Before the fork, once: every pool process inherits the loaded modules.
-        preload()
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as apart:
+            checked = apart.submit(check_schema, settings)
+            # Before the fork, once: every pool process inherits the loaded modules.
+            preload()
+            checked.result()
 
     def register_process(**_: object) -> None:
         # In each pool process, after the fork: its threads, a warm torch, its own engine,
@@ -101,6 +99,19 @@ def _connect_signals(process: WorkerProcess) -> None:
     signals.worker_ready.connect(start_reaper, weak=False)
 
 
+def check_schema(settings: Settings) -> None:
+    """Refuse a database schema behind the code. Run in a short-lived child process: Alembic
+    (some 7 MB resident and 100 modules) never enters the main process, whose memory every
+    pool process inherits at the fork and counts in its own resident set."""
+    from archsearch.jobs.platform.migrate import ensure_schema_current
+
+    services = Services.from_settings(settings)
+    try:
+        ensure_schema_current(services.engine)
+    finally:
+        services.engine.dispose()
+
+
 def forward_stop_to_pool(**_: Any) -> None:
     """In the main process, as its warm shutdown starts (SIGTERM or Ctrl-C, which reach only
     it, e.g. as a pod's PID 1): ask each pool process to stop its job gracefully. The warm
@@ -114,6 +125,10 @@ def forward_stop_to_pool(**_: Any) -> None:
 
 
 def _reap_forever(settings: Settings) -> None:
+    # Imported here, in the main process's reaper thread after the pool started: the webhook
+    # client (httpx) has no use in a pool process, which would inherit it from before a fork.
+    from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
+
     services, enqueuer = Services.from_settings(settings), CeleryEnqueuer(settings)
     start_deliverer(services.sessions, settings)  # webhooks, in a thread of its own
     interval = max(0.5, settings.lease_seconds / 3)

@@ -14,24 +14,27 @@ compiled form, built once from the eval-mode model:
   per batch regime, and `model.onnx` stores mostly-zero products as sparse initializers.
 - batch norm in eval mode (an affine map per node) folded into the product that feeds it:
   rows scaled, a bias added; the MLP-style input nodes' norm folded into the columns that
-  read them. The compact model's offsets become the bias (a per-node map where padding
-  makes them vary across positions).
+  read them (the tensor folds in `core.deploy.norm_folding`). The compact model's offsets
+  become the bias (a per-node map where padding makes them vary across positions).
 - a conv graph's input nodes' batch norm folded into what computes their input (the stem,
   or the previous stage's output product), MobileNetV1-DNW's head norm into the last stage.
 - after the product, the rest of the node op: instance norm (it depends on the sample, so it
-  stays an op), the activation, the 3x3 depthwise conv.
+  stays an op), the activation, the 3x3 depthwise conv (these layers: `core.deploy.graph_layers`).
 - an MLP-style classifier compiles whole (`CompiledGraphClassifier`): its head (batch norm
   and FC) folded into the last product. One sample, and the ONNX export, run the static
-  graph unrolled (`unrolled_plan`): one product from the input nodes to every later node,
-  then blocks - 1 rounds of h = act(a + U h) over all hidden nodes, one output product.
+  graph unrolled (`core.deploy.unrolled`): one product from the input nodes to every later
+  node, then blocks - 1 rounds of h = act(a + U h) over all hidden nodes, one output product.
 A discrete-time graph (eq. 11) gets one product per step, over only the nodes the result is
 read from: at the last step the output nodes, at step l the sources of the nodes step l + 1
 needs. Nodes other than the inputs start at 0, so their first op output is a constant,
 folded into the first step's bias; a batch norm of the steps folds into the rows before it.
+One sample runs one `addmv` per step (CSR where that product's chosen form is sparse).
 Continuous-time graphs stay as they are.
-For one sample on the small maps of a conv graph, the 1x1 products run as matrix products
-(`PointwiseConv`) and small depthwise convs as dense block-diagonal ones (`DepthwiseConv`):
-oneDNN's per-call set-up costs more than the arithmetic there. Hidden conv blocks are padded
+For one sample on the small maps of a conv graph, the 1x1 products run as `addmm` over the
+(channels, positions) states and small depthwise convs as CSR matrix-vector products
+(`DepthwiseConv`): oneDNN's per-call set-up costs more than the arithmetic there, and
+nn.Module's per-call machinery about as much as a small op, so the one-sample paths call
+the ops themselves. Hidden conv blocks are padded
 with zero channels to a multiple of 8, and the ONNX export sums one 1x1 Conv per source
 block instead of concatenating: onnxruntime then keeps the whole graph in its NCHWc layout.
 
@@ -42,143 +45,41 @@ eval mode (batch norm from its running statistics): a deployment form, not for t
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from archsearch.core.deploy.one_sample import (
-    DepthwiseConv,
-    GraphLinear,
-    PointwiseConv,
-    conv_pair,
-    depthwise,
-    pointwise,
-    tracing,
+from archsearch.core.deploy.graph_layers import (
+    NodeOp,
+    NormRecord,
+    Piece,
+    Products,
+    bias_map,
+    product_layer,
+)
+from archsearch.core.deploy.norm_folding import (
+    batch_affine,
+    batch_norm_affine,
+    fold_rows,
+    fold_step_norms,
+    folded_stem,
+    input_scale_to_columns,
+    scale_last_product,
+    scaled_conv,
+)
+from archsearch.core.deploy.one_sample import GraphLinear, tracing
+from archsearch.core.deploy.unrolled import (
+    UnrolledPlan,
+    sparse_if_small,
+    unrolled_batch,
+    unrolled_plan,
+    unrolled_vector,
 )
 from archsearch.core.models.mobilenet_dnw import MaskedLinear, MobileNetDNW
 from archsearch.core.models.neural_graph import NeuralGraphClassifier
 from archsearch.core.nn.neural_graph import ACTIVATIONS, DynamicGraph, NodeOps, StaticGraph
-
-NormRecord = tuple[Literal["affine", "instance"], torch.Tensor, torch.Tensor] | None
-Piece = tuple[tuple[int, ...], torch.Tensor, torch.Tensor]  # sources, weight, bias (n, H, W)
-
-
-def _per_channel(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return v.view(-1, *([1] * (x.dim() - 2)))  # broadcast over (B, n, ...)
-
-
-class NodeOp(nn.Module):
-    """A block's node op after its product: [norm], activation, [3x3 depthwise conv].
-
-    `norm` is None where a batch norm was folded into the product (or there is none);
-    "affine" is an eval-mode batch norm that could not be folded (the input nodes).
-    """
-
-    norm_weight: torch.Tensor  # buffers when `norm` is given, declared for the type checker
-    norm_bias: torch.Tensor
-
-    def __init__(
-        self, activation: str, norm: NormRecord, kernel: torch.Tensor | None, stride: int = 1
-    ) -> None:
-        super().__init__()
-        self.activation = activation
-        self.norm_kind = "none" if norm is None else norm[0]
-        if norm is not None:
-            self.register_buffer("norm_weight", norm[1].detach().clone())
-            self.register_buffer("norm_bias", norm[2].detach().clone())
-        self.conv: nn.Conv2d | None = None
-        if kernel is not None:
-            n = kernel.shape[0]
-            self.conv = DepthwiseConv(n, n, 3, conv_pair(stride), 1, groups=n, bias=False)
-            self.conv.weight.data.copy_(kernel)
-
-    def pad_channels(self, pad: int) -> None:
-        """`pad` more channels that stay 0: zero norm affine, zero kernel."""
-        if self.norm_kind != "none":
-            self.norm_weight = F.pad(self.norm_weight, (0, pad))
-            self.norm_bias = F.pad(self.norm_bias, (0, pad))
-        if self.conv is not None:
-            kernel = F.pad(self.conv.weight.detach(), (0, 0, 0, 0, 0, 0, 0, pad))
-            n, stride = kernel.shape[0], self.conv.stride
-            self.conv = DepthwiseConv(n, n, 3, conv_pair(stride), 1, groups=n, bias=False)
-            self.conv.weight.data.copy_(kernel)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.norm_kind == "instance":
-            x = F.instance_norm(x, weight=self.norm_weight, bias=self.norm_bias)
-        elif self.norm_kind == "affine":
-            x = x * _per_channel(self.norm_weight, x) + _per_channel(self.norm_bias, x)
-        x = ACTIVATIONS[self.activation](x)
-        return x if self.conv is None else self.conv(x)
-
-
-def product_layer(weight: torch.Tensor, bias: torch.Tensor, spatial: bool) -> nn.Module:
-    """A destination's in-edges as one layer: a 1x1 conv (conv nodes) or a Linear, with the
-    per-node part of `bias` (n, H, W) (`bias_map` is the part that varies by position)."""
-    n, m = weight.shape
-    layer = PointwiseConv(m, n, 1) if spatial else GraphLinear(m, n)
-    layer.weight.data.copy_(weight.reshape(layer.weight.shape))
-    assert layer.bias is not None, "product layers have a bias"
-    layer.bias.data.copy_(bias.flatten(1)[:, 0])
-    return layer
-
-
-def bias_map(bias: torch.Tensor) -> torch.Tensor | None:
-    """What a bias (n, H, W) adds beyond its value at the first position; None if nothing."""
-    rest = bias - bias.flatten(1)[:, :1, None]  # (n, H, W)
-    return rest.clone() if bool(rest.any()) else None
-
-
-class _Products(nn.Module):
-    """Destination products of a compiled graph: `layers[j]` reads the concatenated states
-    of `sources[j]`; the buffer `map{j}` (or None) is added where the bias varies."""
-
-    def __init__(self, pieces: list[Piece], spatial: bool) -> None:
-        super().__init__()
-        self.sources = [sources for sources, _, _ in pieces]
-        self.layers = nn.ModuleList(product_layer(w, b, spatial) for _, w, b in pieces)
-        self.has_map = []
-        for j, (_, _, bias) in enumerate(pieces):
-            rest = bias_map(bias)
-            self.register_buffer(f"map{j}", rest)
-            self.has_map.append(rest is not None)
-
-    widths: list[int] = []  # block widths, set by a conv graph for `_summed`
-
-    def run(self, j: int, states: list[torch.Tensor]) -> torch.Tensor:
-        sources, layer = self.sources[j], self.layers[j]
-        if len(sources) == 1:
-            y: torch.Tensor = layer(states[sources[0]])
-        elif self.widths and tracing() and isinstance(layer, nn.Conv2d):
-            y = self._summed(layer, [states[i] for i in sources], sources)
-        else:
-            y = layer(torch.cat([states[i] for i in sources], 1))
-        return y + getattr(self, f"map{j}") if self.has_map[j] else y
-
-    def _summed(
-        self, layer: nn.Conv2d, states: list[torch.Tensor], sources: tuple[int, ...]
-    ) -> torch.Tensor:
-        """A conv product exported as one 1x1 Conv per source block, summed: no Concat,
-        which onnxruntime runs outside its NCHWc layout, reordering before and after
-        (measured at batch 1 on the default conv graph: 25 us, against 21 us summed)."""
-        at, y = 0, None
-        for i, state in zip(sources, states, strict=True):
-            weight = layer.weight[:, at : at + self.widths[i]]
-            at += self.widths[i]
-            term = F.conv2d(state, weight, layer.bias if y is None else None)
-            y = term if y is None else y + term
-        assert y is not None, "a product has sources"
-        return y
-
-
-def batch_affine(ops: NodeOps, a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eval-mode batch norm of nodes a:b as x * scale + shift."""
-    scale = ops.norm_weight[a:b] / torch.sqrt(ops.running_var[a:b] + 1e-5)
-    return scale, ops.norm_bias[a:b] - ops.running_mean[a:b] * scale
 
 
 def _norm_record(ops: NodeOps, index: torch.Tensor) -> NormRecord:
@@ -221,14 +122,6 @@ def _static_weight(
         bias = bias + (head @ shift)[:, None, None]
         weight = torch.cat([head * scale, weight[:, s[1] :]], dim=1)
     return sources, weight, bias
-
-
-def _fold_rows(
-    ops: NodeOps, a: int, b: int, weight: torch.Tensor, bias: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """BN(W z + c) = (scale W) z + scale c + shift, for the eval-mode batch norm of a:b."""
-    scale, shift = batch_affine(ops, a, b)
-    return weight * scale[:, None], bias * scale[:, None, None] + shift[:, None, None]
 
 
 CHANNEL_MULTIPLE = 8
@@ -274,14 +167,14 @@ class CompiledStaticGraph(nn.Module):
             sources, weight, bias = _static_weight(graph, w, j)
             if j < last:
                 if fold:
-                    weight, bias = _fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
+                    weight, bias = fold_rows(graph.ops, s[j], s[j + 1], weight, bias)
                 ops.append(_node_op(graph.ops, torch.arange(s[j], s[j + 1]), fold))
             pieces.append((sources, weight, bias))
         widths = [s[i + 1] - s[i] for i in range(last + 1)]
         if self.spatial:
             _pad_hidden_blocks(ops, pieces, widths)  # widths padded too
         self.node_ops = nn.ModuleList(ops if self.spatial else [])
-        self.products = _Products(pieces, self.spatial)
+        self.products = Products(pieces, self.spatial)
         self.products.widths = widths if self.spatial else []
         # What the products are now, read per call without nn.Module's attribute lookup.
         self._layer_slots = self.products.layers._modules
@@ -290,11 +183,25 @@ class CompiledStaticGraph(nn.Module):
         """x: (B, n_0, H, W) input-node states -> (B, n_out, H', W')."""
         if not self.spatial:
             return self.forward_flat(x.flatten(1))[:, :, None, None]
+        if x.shape[0] == 1 and not tracing():
+            return self.forward_one(x)
         states = [self.node_ops[0](x)]
         last = len(self.products.layers) - 1
         for j in range(last):
             states.append(self.node_ops[j + 1](self.products.run(j, states)))
         return self.products.run(last, states)
+
+    def forward_one(self, x: torch.Tensor) -> torch.Tensor:
+        """Conv nodes, one sample: `forward`'s ops, each product one `addmm` over the
+        (channels, positions) states and each node op's `forward` called directly. At
+        batch 1 nn.Module's per-call machinery (hooks, scopes) costs about as much as a
+        small op; measured in bench/deploy.py (graph_conv row)."""
+        ops = [op.forward for op in self.node_ops]
+        products = self.products
+        states = [ops[0](x)]
+        for j in range(len(ops) - 1):
+            states.append(ops[j + 1](products.run_one(j, states)))
+        return products.run_one(len(ops) - 1, states)
 
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_0) -> (B, n_out); the input nodes' norm is in the products."""
@@ -330,7 +237,8 @@ class CompiledStaticGraph(nn.Module):
         layers = tuple(self._layer_slots.values())
         if self.spatial or not all(isinstance(layer, GraphLinear) for layer in layers):
             return
-        plan = unrolled_plan(self.products)
+        linears = [layer for layer in layers if isinstance(layer, GraphLinear)]
+        plan = unrolled_plan(linears, self.products.sources)
         w_in, bias, u, out, _ = plan
         hidden = len(u)
         export = {
@@ -352,91 +260,11 @@ class CompiledStaticGraph(nn.Module):
         """The plan for one sample: its input product sparse if mostly zero (built at the
         first call: a sparse tensor cannot be deep-copied, as `core.deploy.forms` does)."""
         if self._vector_plan is None:
-            self._vector_plan = (_sparse_if_small(self._plan[0]), *self._plan[1:])
+            self._vector_plan = (sparse_if_small(self._plan[0]), *self._plan[1:])
         return self._vector_plan
 
     def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_vector_plan": None}  # a copy builds its own
-
-
-def _sparse_if_small(weight: torch.Tensor) -> torch.Tensor:
-    """`weight` as CSR with int32 indices when under a quarter of it is nonzero. The input
-    product is the largest (every later node's row over all inputs, mostly zero): measured
-    on the bench's MLP-style graph (106 x 784, 18% nonzero) at batch 1, 23 us for the whole
-    graph against 28 us dense, and 27 against 48 us when other models run in between
-    (the dense matrix no longer in cache)."""
-    if int((weight != 0).sum()) * 4 >= weight.numel():
-        return weight
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "CSR support is in beta", as in core.deploy.forms
-        csr = weight.to_sparse_csr()
-        crow, col = csr.crow_indices().int(), csr.col_indices().int()
-        return torch.sparse_csr_tensor(crow, col, csr.values(), csr.shape)
-
-
-# (input weight (H + n_out, n_0), bias (H + n_out), hidden to hidden (H, H), hidden to
-# output (n_out, H), rounds: hidden blocks - 1, -1 if none): H the hidden nodes, all blocks.
-UnrolledPlan = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
-
-
-def unrolled_plan(products: _Products) -> UnrolledPlan:
-    """The dense products as one matrix over all nodes, split by what it reads: the input
-    nodes (one product for every later node), the hidden nodes (block lower triangular U)
-    and, for the outputs, the hidden nodes. Hidden states solve h = act(a + U h): h0 =
-    act(a) has block 1 right, each round one more block (U sends only to later blocks),
-    so blocks - 1 rounds of one product each, instead of one product per block pair or
-    per block. The zero blocks of U cost arithmetic, the calls they save cost more (at
-    batch 1 in torch and onnxruntime; measured in bench/deploy.py)."""
-    layers = [layer for layer in products.layers if isinstance(layer, nn.Linear)]
-    widths = [layers[0].in_features] + [layer.out_features for layer in layers]
-    starts = [sum(widths[:k]) for k in range(len(widths) + 1)]
-    n_in, total = widths[0], starts[-1]
-    full = layers[0].weight.new_zeros(total - n_in, starts[-2])  # rows: every later node
-    for j, layer in enumerate(layers):  # product j computes block j + 1
-        at = 0
-        for i in products.sources[j]:
-            rows = slice(starts[j + 1] - n_in, starts[j + 2] - n_in)
-            full[rows, starts[i] : starts[i + 1]] = layer.weight.detach()[:, at : at + widths[i]]
-            at += widths[i]
-    hidden = starts[-2] - n_in
-    bias = torch.cat([layer.bias.detach() for layer in layers])
-    u, out = full[:hidden, n_in:].contiguous(), full[hidden:, n_in:].contiguous()
-    return full[:, :n_in].contiguous(), bias, u, out, len(layers) - 2
-
-
-def unrolled_vector(
-    plan: UnrolledPlan, act: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
-) -> torch.Tensor:
-    """One sample (n_0,) -> (n_out,) by `unrolled_plan`, as GEMVs: no batch dimension."""
-    w_in, bias, u, out, rounds = plan
-    acc = torch.addmv(bias, w_in, x)
-    if rounds < 0:  # no hidden nodes
-        return acc
-    a, o = acc.split((u.shape[0], out.shape[0]))  # type: ignore[no-untyped-call]
-    h = act(a)
-    for _ in range(rounds):
-        h = act(torch.addmv(a, u, h))
-    return torch.addmv(o, out, h)
-
-
-def unrolled_batch(
-    plan: tuple[torch.Tensor, ...],
-    rounds: int,
-    act: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-) -> torch.Tensor:
-    """(B, n_0) -> (B, n_out) by `unrolled_plan` transposed, its input product in two (see
-    `build_plan`): in ONNX a Gemm per product, each hidden one followed by the activation
-    (onnxruntime fuses Gemm and Relu)."""
-    in_hidden, in_out, bias_hidden, bias_out, u, out = plan
-    o = torch.addmm(bias_out, x, in_out)
-    if rounds < 0:  # no hidden nodes
-        return o
-    a = torch.addmm(bias_hidden, x, in_hidden)
-    h = act(a)
-    for _ in range(rounds):
-        h = act(torch.addmm(a, h, u))
-    return torch.addmm(o, h, out)
 
 
 class CompiledGraphClassifier(nn.Module):
@@ -446,8 +274,16 @@ class CompiledGraphClassifier(nn.Module):
     def __init__(self, graph: CompiledStaticGraph | CompiledDynamicGraph) -> None:
         super().__init__()
         self.graph = graph
+        # One sample straight to a discrete-time graph's `forward_vector` (a bound method,
+        # not a submodule): at batch 1 each attribute lookup and call on the way counts.
+        self.one_sample: Callable[[torch.Tensor], torch.Tensor] | None = None
+        if isinstance(graph, CompiledDynamicGraph) and graph.norm != "instance":
+            self.one_sample = graph.forward_vector
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        one_sample = self.one_sample
+        if one_sample is not None and x.shape[0] == 1 and not tracing():
+            return one_sample(x.reshape(-1))[None]
         return self.graph.forward_flat(x.flatten(1))  # (B, classes)
 
 
@@ -459,15 +295,6 @@ def needed_per_step(a: torch.Tensor, n_out: int, steps: int) -> list[torch.Tenso
         sources = (a[needed[0]] != 0).any(0).nonzero().flatten()
         needed.insert(0, sources if len(sources) else needed[0][:1])  # keep the step defined
     return needed
-
-
-def _fold_step_norms(ops: NodeOps, pieces: list[Piece], needed: list[torch.Tensor]) -> None:
-    """Each step's eval-mode batch norm folded into the rows of the product before it
-    (pieces[p] computes the nodes needed[p + 1], whose op starts with that norm)."""
-    scale, shift = batch_affine(ops, 0, ops.n)
-    for p, (sources, weight, bias) in enumerate(pieces[:-1]):
-        k, c = scale[needed[p + 1]], shift[needed[p + 1]]
-        pieces[p] = (sources, weight * k[:, None], bias * k[:, None, None] + c[:, None, None])
 
 
 class CompiledDynamicGraph(nn.Module):
@@ -491,14 +318,22 @@ class CompiledDynamicGraph(nn.Module):
             weight = a[needed[step]][:, needed[step - 1]]
             pieces.append(((0,), weight, weight.new_zeros(len(weight), 1, 1)))
         if self.fold:
-            _fold_step_norms(ops, pieces, needed)
+            fold_step_norms(ops, pieces, needed)
+        if not self.spatial:
+            input_scale_to_columns(node_ops[0], pieces)
         self.node_ops = nn.ModuleList(node_ops)
-        self.products = _Products(pieces, self.spatial)
+        self.products = Products(pieces, self.spatial)
+        self._act = self.act  # a plain function, looked up once
 
     @property
     def fold(self) -> bool:
         """Whether the node ops' norm is a batch norm (affine in eval mode): MLP-style."""
         return self.norm == "batch"
+
+    @property
+    def act(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        # torch.relu skips F.relu's Python wrapper: at batch 1 every call counts.
+        return torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
 
     def _start_constants(
         self, ops: NodeOps, rows: torch.Tensor, constant: torch.Tensor, hw: tuple[int, int]
@@ -524,11 +359,41 @@ class CompiledDynamicGraph(nn.Module):
     def forward_flat(self, x: torch.Tensor) -> torch.Tensor:
         """MLP-style: (B, n_in) -> (B, n_out); after the first step's op (the input nodes'
         norm and activation) every op is the activation alone (its norm folded)."""
+        act = self.act
+        if x.shape[0] == 1 and self.norm != "instance" and not tracing():
+            return self.forward_vector(x[0])[None]
         s = self.products.run(0, [self.node_ops[0](x)])
-        act = torch.relu if self.activation == "relu" else ACTIVATIONS[self.activation]
         for j in range(1, len(self.node_ops)):
             s = self.products.run(j, [act(s) if self.fold else self.node_ops[j](s)])
         return s
+
+    def forward_vector(self, x: torch.Tensor) -> torch.Tensor:
+        """One sample (n_in,) -> (n_out,): one `addmv` per step (CSR where the product's
+        chosen batch-1 form is sparse), without module calls, which cost as much as a
+        step's product at batch 1 (measured in bench/deploy.py, graph_discrete row)."""
+        act, forms = self._act, self.products.vector_forms()
+        norm_kind, scale, shift = self._input_norm or self.input_norm()
+        if norm_kind == "affine":  # the input nodes' batch norm: one fused op
+            x = torch.addcmul(shift, x, scale)
+        elif norm_kind == "shift":
+            x = x + shift
+        s = act(x)  # the input nodes' activation is the graph's (MLP-style node ops)
+        for j, (matrix, bias) in enumerate(forms):
+            s = torch.addmv(bias, matrix, s if j == 0 else act(s))
+        return s
+
+    _input_norm: tuple[str, torch.Tensor, torch.Tensor] | None = None
+
+    def input_norm(self) -> tuple[str, torch.Tensor, torch.Tensor]:
+        """The input nodes' norm kind and its (scale, shift) buffers (empty if none), kept
+        for `forward_vector` (the buffers themselves: their in-place changes show)."""
+        first = self.node_ops[0]
+        assert isinstance(first, NodeOp), "the input nodes' op"
+        none = torch.empty(0)
+        kind = first.norm_kind
+        norm = (kind, first.norm_weight, first.norm_bias) if kind != "none" else (kind, none, none)
+        self._input_norm = norm
+        return norm
 
 
 CompiledGraph = CompiledStaticGraph | CompiledDynamicGraph
@@ -597,7 +462,7 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
     _fold_input_norms(compiled, list(graphs))
     stem = getattr(compiled, "stem", None)
     if isinstance(stem, nn.Sequential):
-        compiled.stem = _folded_stem(stem)
+        compiled.stem = folded_stem(stem)
     if isinstance(compiled, NeuralGraphClassifier):
         _fold_head(compiled)
         graph = compiled.graphs[0]
@@ -615,17 +480,6 @@ def compile_graphs(model: nn.Module, input_shape: tuple[int, ...]) -> nn.Module:
     return compiled.eval()
 
 
-def _scale_last_product(products: _Products, scale: torch.Tensor, shift: torch.Tensor) -> None:
-    """Make the last product compute scale * y + shift per node (a batch norm folded)."""
-    last = len(products.layers) - 1
-    layer = products.layers[last]
-    assert isinstance(layer, nn.Conv2d) and layer.bias is not None, "a conv-node product"
-    layer.weight.data.mul_(scale[:, None, None, None])
-    layer.bias.data.mul_(scale).add_(shift)
-    if products.has_map[last]:
-        getattr(products, f"map{last}").mul_(scale[:, None, None])
-
-
 def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
     """The eval-mode batch norm of each conv graph's input nodes folded into what computes
     their input: the previous stage's output product (MobileNetV1-DNW, whose head norm
@@ -637,12 +491,12 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
         if not isinstance(op, NodeOp) or op.norm_kind != "affine":
             continue
         if isinstance(previous, CompiledStaticGraph):
-            _scale_last_product(previous.products, op.norm_weight, op.norm_bias)
+            scale_last_product(previous.products, op.norm_weight, op.norm_bias)
         elif isinstance(previous, nn.Sequential) and isinstance(previous[-1], nn.BatchNorm2d):
             previous[-1].weight.data.mul_(op.norm_weight)  # a (BN(x)) + c is a batch norm
             previous[-1].bias.data.mul_(op.norm_weight).add_(op.norm_bias)
         elif previous is stem and isinstance(previous, nn.Conv2d):
-            model.stem = _scaled_conv(previous, op.norm_weight, op.norm_bias)
+            model.stem = scaled_conv(previous, op.norm_weight, op.norm_bias)
         else:
             continue
         op.norm_kind = "none"
@@ -650,52 +504,24 @@ def _fold_input_norms(model: nn.Module, graphs: list[nn.Module]) -> None:
     if isinstance(model, MobileNetDNW) and isinstance(head, nn.BatchNorm2d) and graphs:
         last = graphs[-1]
         if isinstance(last, CompiledStaticGraph):
-            scale, shift = _batch_norm_affine(head)
-            _scale_last_product(last.products, scale, shift)
+            scale, shift = batch_norm_affine(head)
+            scale_last_product(last.products, scale, shift)
             model.head_norm = nn.Identity()  # type: ignore[assignment]
 
 
-def _folded_stem(stem: nn.Sequential) -> nn.Sequential:
-    """The stem with each eval-mode batch norm folded into the conv before it, and 1x1
-    convs as `PointwiseConv`: fewer and cheaper calls for one sample."""
-    layers: list[nn.Module] = []
-    for layer in stem:
-        previous = layers[-1] if layers else None
-        if isinstance(layer, nn.BatchNorm2d) and isinstance(previous, nn.Conv2d):
-            layers[-1] = _scaled_conv(previous, *_batch_norm_affine(layer))
-        else:
-            layers.append(layer)
-    return nn.Sequential(
-        *(depthwise(pointwise(m)) if isinstance(m, nn.Conv2d) else m for m in layers)
-    )
-
-
-def _scaled_conv(conv: nn.Conv2d, scale: torch.Tensor, shift: torch.Tensor) -> nn.Conv2d:
-    """scale * conv(x) + shift per output channel, as one conv with a bias."""
-    scaled = copy.deepcopy(conv)
-    scaled.weight.data.mul_(scale[:, None, None, None])
-    bias = shift.clone() if conv.bias is None else conv.bias.detach() * scale + shift
-    scaled.bias = nn.Parameter(bias)
-    return scaled
-
-
-def _batch_norm_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
-    assert norm.running_mean is not None and norm.running_var is not None
-    scale = norm.weight.detach() / torch.sqrt(norm.running_var + norm.eps)
-    return scale, norm.bias.detach() - norm.running_mean * scale
-
-
 COMPILED_FORM = (
-    "compiled neural graph: one product per destination block over only the kept nodes "
-    "(batch norm and the classifier head folded in; MLP-style graphs at batch 1 one "
-    "product per source block), built once at load by archsearch.core.deploy.load_deployed"
+    "compiled neural graph: one product per destination block (a discrete-time graph: per "
+    "step) over only the kept nodes, batch norm and the classifier head folded in; at batch "
+    "1 an MLP-style static graph runs unrolled as a few matrix-vector products, a "
+    "discrete-time one as one per step, a conv graph's small depthwise convs as sparse "
+    "ones; built once at load by archsearch.core.deploy.load_deployed"
 )
 
 
 def compiled_record(model: nn.Module, runner: nn.Module) -> dict[str, object] | None:
     """What deployment.json says about a graph model's compiled form (None: not a graph)."""
     if runner is not model:
-        products = [m for m in runner.modules() if isinstance(m, _Products)]
+        products = [m for m in runner.modules() if isinstance(m, Products)]
         return {
             "compiled": True,
             "form": COMPILED_FORM,

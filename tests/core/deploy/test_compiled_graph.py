@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import onnx
@@ -87,8 +88,9 @@ def test_compiled_compact_graph_equals_the_masked_model(name: str) -> None:
         torch.testing.assert_close(compile_graphs(model, SHAPE)(x), model(x), rtol=1e-4, atol=1e-5)
 
 
-def test_sparse_forms_of_the_products_keep_the_outputs() -> None:
-    model, architecture = _masked(GRAPHS["mlp-style"])
+@pytest.mark.parametrize("name", ["mlp-style", "discrete-mlp-style"])
+def test_sparse_forms_of_the_products_keep_the_outputs(name: str) -> None:
+    model, architecture = _masked(GRAPHS[name])
     compiled = compile_graphs(compact_model(model, architecture)[0], SHAPE)
     names = [n for n, m in compiled.named_modules() if isinstance(m, torch.nn.Linear)]
     # The measured choice sees every product (the one-sample path calls no Linear module).
@@ -97,6 +99,10 @@ def test_sparse_forms_of_the_products_keep_the_outputs() -> None:
     forms = [{"layer": n, "batch_1": "sparse", "batch_64": "sparse"} for n in names]
     sparse = apply_forms(compiled, forms)
     assert sum(isinstance(m, SparseLinear) for m in sparse.modules()) == len(names) > 1
+    if name.startswith("discrete"):  # one sample: one CSR addmv per step, no module call
+        assert isinstance(sparse, CompiledGraphClassifier) and sparse.one_sample is not None
+        graph = sparse.graph
+        assert all(m.layout == torch.sparse_csr for m, _ in graph.products.vector_forms()[:-1])
     with torch.no_grad():
         for batch in (1, 9):
             x = torch.randn(batch, *SHAPE)
@@ -190,3 +196,24 @@ def test_conv_graph_forms_for_one_sample_and_onnx() -> None:
                 torch.testing.assert_close(form(x), plain, rtol=1e-5, atol=1e-6)
     # The export sums one Conv per source block: no Concat.
     assert "Concat" not in _onnx_ops(compiled)
+
+
+@pytest.mark.parametrize(("stride", "hw", "bias"), [(1, (7, 7), False), (2, (9, 6), True)])
+def test_a_small_depthwise_conv_runs_one_sample_as_its_sparse_matrix(
+    stride: int, hw: tuple[int, int], bias: bool
+) -> None:
+    conv = DepthwiseConv(6, 6, 3, stride, 1, groups=6, bias=bias)
+    x = torch.randn(1, 6, *hw)
+    with torch.no_grad():
+        plain = torch.nn.Conv2d.forward(conv, x)
+        torch.testing.assert_close(conv(x), plain, rtol=1e-5, atol=1e-6)
+        matrix, _, out_hw = conv.sparse_form(*hw)
+        assert out_hw == plain.shape[2:] and matrix.layout == torch.sparse_csr
+        assert matrix.col_indices().dtype == torch.int32
+        matrix.values().zero_()  # the cached matrix is what runs
+        bias_only = conv.bias[:, None, None] if bias else 0.0
+        torch.testing.assert_close(conv(x), torch.zeros_like(plain) + bias_only)
+        copied = copy.deepcopy(conv)  # a copy rebuilds its own matrix
+        torch.testing.assert_close(copied(x), plain, rtol=1e-5, atol=1e-6)
+        conv.weight.mul_(2)  # a changed weight rebuilds it
+        torch.testing.assert_close(conv(x), torch.nn.Conv2d.forward(conv, x), rtol=1e-5, atol=1e-6)

@@ -12,7 +12,7 @@ import math
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
@@ -26,7 +26,7 @@ from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.service import placement_for, require_offered_device
 from archsearch.jobs.domain.jobs.validation import validate_submission
-from archsearch.jobs.domain.studies import adaptive, expansion, preset
+from archsearch.jobs.domain.studies import expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.expansion import InvalidStudy, PlannedJob
 from archsearch.jobs.domain.studies.tables import Study
@@ -37,6 +37,9 @@ from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import PRIORITY_LEVELS
 from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
 from archsearch.specs import DatasetRef
+
+if TYPE_CHECKING:
+    from archsearch.jobs.domain.studies import adaptive
 
 
 @dataclass
@@ -272,6 +275,10 @@ def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> 
         return Advance()
     if study.sampler is None or study.cancel_requested:
         return Advance(ended=_maybe_end(session, study, jobs, no_more=True))
+    # Imported on first use: Optuna (some 100 modules) serves adaptive studies alone, and a
+    # worker's pool process, which advances a job's study after the job, needs it only then.
+    from archsearch.jobs.domain.studies import adaptive
+
     ostudy = adaptive.open_optuna_study(study, settings.resolved_database_url)
     adaptive.tell_finished(ostudy, study, jobs)
     result = Advance()
@@ -311,6 +318,8 @@ def trial_job(
             )
         validate_planned(session, settings, job, study.team_id)
     except UserError:
+        from archsearch.jobs.domain.studies import adaptive  # loaded by `advance_study`
+
         adaptive.fail_trial(ostudy, ask.number)
         return None
     placement = Placement(
