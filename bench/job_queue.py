@@ -6,10 +6,14 @@ under concurrent clients.
    (`jobs.scheduler.claim_next`, rolled back so the queue stays the same) is timed 40 times;
    the median is printed with its ratio to the 1,000 case. Target: <= 1.5 at 100,000 (the
    claim walks the partial index `ix_jobs_queue`, not the table).
-2. `archsearch api` and two `archsearch worker` processes; 8 client threads submit tiny jobs
+2. Claims per second with 1, 8 and 64 concurrent claimers against a bare
+   `UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1)` pop, arms interleaved
+   on one database, with the server CPU each claim and each pop cost (read from /proc: the
+   figure the machine's other load moves least). Target: claim/pop >= 0.6 at 64.
+3. `archsearch api` and two `archsearch worker` processes; 8 client threads submit tiny jobs
    at once; the latency is started_at - created_at of each job, written by the service.
 
-    python bench/job_queue.py [--quick]
+    python bench/job_queue.py [--quick | --scaling-only | --throughput-only | --latency-only]
 
 (Not `bench/queue.py`: run as a script, that name would shadow the standard library's
 `queue` for every script in this folder.)
@@ -18,6 +22,7 @@ under concurrent clients.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -110,7 +115,8 @@ def claim_scaling(repeats: int, sizes: list[int]) -> list[tuple[int, float]]:
 
 
 def print_claim_plan(sessions, size: int) -> None:  # type: ignore[no-untyped-def]
-    """The claim statement's plan on the largest queue: its reads of the queue index."""
+    """The claim statement's plan on the largest queue: its reads of the queue index, and
+    the fair walk's reads of ranked rows by address."""
     statement = claim_sql.claim_statement(Offer("cpu"), CANDIDATE_WINDOW, (None, None))
     now = datetime.now(UTC)
     params = {"worker": "bench-plan", "now": now, "lease_expires_at": now}
@@ -120,7 +126,7 @@ def print_claim_plan(sessions, size: int) -> None:  # type: ignore[no-untyped-de
         session.rollback()
     print(f"claim statement at {size:,} queued (EXPLAIN ANALYZE, key lines):")
     for line in lines:
-        if "ix_jobs_queue" in line or "Execution Time" in line or "Planning Time" in line:
+        if any(key in line for key in ("ix_jobs_queue", "Tid Scan", "Execution", "Planning T")):
             print("  " + line.strip())
 
 
@@ -166,6 +172,34 @@ def claims_per_second(sessions, claim, claimers: int, seconds: float) -> float: 
     return sum(counts) / (time.perf_counter() - began)
 
 
+def backend_cpu_seconds(sessions) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    """CPU seconds used so far by each server process of the bench's database (PostgreSQL
+    runs on this machine): a cost per claim that the machine's other load moves less than
+    it moves claims per second."""
+    with sessions() as session:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        pids = session.scalars(text(query)).all()
+    used = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a connection that closed meanwhile
+        used[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+def measured_arm(sessions, claim, claimers: int, seconds: float) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """(claims/s, server CPU ms per claim) of one arm."""
+    before = backend_cpu_seconds(sessions)
+    began = time.perf_counter()
+    rate = claims_per_second(sessions, claim, claimers, seconds)
+    claims = rate * (time.perf_counter() - began)
+    after = backend_cpu_seconds(sessions)
+    used = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+    return rate, used * 1000 / claims
+
+
 def claim_throughput(claimers: list[int], seconds: float, rounds: int) -> None:
     """The scheduler's claim against a bare SKIP LOCKED pop, interleaved, on one database
     of 50 users in 5 teams (no quotas: the server's defaults) and 3 priorities."""
@@ -173,28 +207,37 @@ def claim_throughput(claimers: list[int], seconds: float, rounds: int) -> None:
     url = procs.create_database(name)
     try:
         upgrade(url)
-        pool = max(claimers)
-        engine = create_engine(make_engine(url).url, pool_size=pool, max_overflow=0)
+        engine = create_engine(make_engine(url).url, pool_size=max(claimers), max_overflow=0)
         sessions = make_session_factory(engine)
         seed_people(sessions)
         add_queued(sessions, 60_000 if max(claimers) > 8 else 20_000, 0)
         arms = {"claim": scheduler_claim, "bare pop": bare_pop}
         print(f"claims/s, {seconds:.0f} s per arm, rounds {rounds}, interleaved (PostgreSQL):")
-        print(f"  {'claimers':>8}  {'claim/s':>8}  {'pop/s':>8}  {'claim/pop':>9}  spread")
+        print(
+            f"  {'claimers':>8}  {'claim/s':>8}  {'pop/s':>8}  {'claim/pop':>9}  {'spread':>9}"
+            "  server CPU ms per claim / per pop"
+        )
         for n in claimers:
-            rates: dict[str, list[float]] = {arm: [] for arm in arms}
+            measured: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
             for r in range(rounds):
                 for arm in list(arms)[r % 2 :] + list(arms)[: r % 2]:
-                    rates[arm].append(claims_per_second(sessions, arms[arm], n, seconds))
-            ratios = sorted(c / p for c, p in zip(rates["claim"], rates["bare pop"], strict=True))
-            print(
-                f"  {n:>8}  {statistics.median(rates['claim']):8.0f}  "
-                f"{statistics.median(rates['bare pop']):8.0f}  {statistics.median(ratios):8.2f}x"
-                f"  {ratios[0]:.2f}-{ratios[-1]:.2f}"
-            )
+                    measured[arm].append(measured_arm(sessions, arms[arm], n, seconds))
+            print_throughput(n, measured["claim"], measured["bare pop"])
         engine.dispose()
     finally:
         procs.drop_database(name)
+
+
+def print_throughput(
+    claimers: int, claim: list[tuple[float, float]], pop: list[tuple[float, float]]
+) -> None:
+    ratios = sorted(c[0] / p[0] for c, p in zip(claim, pop, strict=True))
+    claim_cpu, pop_cpu = (statistics.median(m[1] for m in arm) for arm in (claim, pop))
+    print(
+        f"  {claimers:>8}  {statistics.median(m[0] for m in claim):8.0f}  "
+        f"{statistics.median(m[0] for m in pop):8.0f}  {statistics.median(ratios):8.2f}x"
+        f"  {ratios[0]:.2f}-{ratios[-1]:.2f}  {claim_cpu:.2f} / {pop_cpu:.2f}"
+    )
 
 
 def concurrent_latency(clients: int, jobs_per_client: int) -> list[tuple[float, float, str]]:

@@ -11,10 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts import repository as account_repo
+from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.repository import Placement
@@ -156,6 +157,22 @@ def test_a_claim_passes_a_window_held_by_others_and_opens_the_run(
         ]
         started = session.scalars(select(JobEvent.job_id).where(JobEvent.to_status == "running"))
         assert sorted(started) == sorted([jobs[CANDIDATE_WINDOW], jobs[0]])
+
+
+def test_deleting_a_user_or_team_clears_it_from_usage_rows(
+    db: sessionmaker[Session], people: dict
+) -> None:
+    """Usage rows name their owner and team without foreign keys (a claim would lock the
+    team's row); deleting either still clears it from them, as `ON DELETE SET NULL` did."""
+    job_id = submit(db, people, "carol")
+    assert claim(db) == job_id
+    owner, team = people["carol"]
+    with transaction(db) as session:
+        session.execute(delete(User).where(User.id == owner))
+        session.execute(delete(Team).where(Team.id == team))
+    with db() as session:
+        run = session.scalars(select(JobAttempt)).one()
+        assert (run.job_id, run.owner_id, run.team_id) == (job_id, None, None)
 
 
 def test_concurrent_claimers_never_run_a_job_twice(db: sessionmaker[Session], people: dict) -> None:

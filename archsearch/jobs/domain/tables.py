@@ -199,8 +199,9 @@ class RunningCount(Base):
     """Running jobs of one user or team: the sum of its shards' `running`. On PostgreSQL a
     trigger on `jobs` keeps it, in the transaction that moves a job into or out of
     `running` (migration 0011), so a claim reads a few rows per user and team instead of
-    every running job (SQLite, one process, counts the jobs). Shards: concurrent claims of
-    one user's jobs lock different rows."""
+    every running job (SQLite, one process, counts the jobs). A team's count is split over
+    16 shards, so concurrent claims of its members lock different rows; a user's is one row
+    (migration 0018), since every claim reads the counts of all the owners it ranks."""
 
     __tablename__ = "running_counts"
 

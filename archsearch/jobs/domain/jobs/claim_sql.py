@@ -3,13 +3,17 @@ second look, take it (running, attempt 1, a lease, its event, its usage row) in 
 round trip.
 
 The pick reads the head of the queue from the partial index `ix_jobs_queue` (priority, then
-age) without locking it, ranks that window by fair share (the owner's running jobs, from
-`running_counts`), and locks one row with `FOR UPDATE SKIP LOCKED`, walking the ranks:
-concurrent claimers never wait on each other and never take the same job (when they hold
-the whole window, the first free job beyond it, in the same statement). Users and teams
-at their quota are left out. The job is taken in the statement only when no quota applies
-to its owner or team (nothing to serialise) and it is a first attempt that no one asked to
-cancel; any other pick comes back locked for the scheduler to finish under the claim lock.
+age) without locking it, ranks that window by fair share (the owner's running jobs: one row
+of `running_counts` per user, joined to the window), and locks one row with `FOR UPDATE SKIP
+LOCKED`, walking the ranks: concurrent claimers never wait on each other and never take the
+same job (when they hold the whole window, the first free job beyond it, in the same
+statement). The walk reaches each ranked row by the address the head read it at (`ctid`,
+valid within the statement's snapshot), not through the primary key's index; as with any
+`FOR UPDATE`, a row another claimer changed meanwhile is locked at its newest version and
+checked again (`status = 'queued'`). Users and teams at their quota are left out. The job
+is taken in the statement only when no quota applies to its owner or team (nothing to
+serialise) and it is a first attempt that no one asked to cancel; any other pick comes back
+locked for the scheduler to finish under the claim lock.
 Callers own the transaction; nothing here commits.
 """
 
@@ -49,26 +53,24 @@ _NOT_FULL = """
   AND (j.team_id IS NULL OR j.team_id NOT IN (
     SELECT id FROM teams WHERE usage_held_reason IS NOT NULL))"""
 
-# The head of the queue in scheduler order, unlocked, with its owners' running jobs.
+# The head of the queue in scheduler order, unlocked.
 _HEAD = """
 head AS MATERIALIZED (
-  SELECT j.id, j.priority, j.created_at, j.owner_id FROM jobs j
+  SELECT j.id, j.ctid AS address, j.priority, j.created_at, j.owner_id FROM jobs j
   WHERE {eligible}
-  ORDER BY j.priority DESC, j.created_at, j.id LIMIT {window}),
-running AS (
-  SELECT o.owner_id, (SELECT sum(c.running) FROM running_counts c
-                      WHERE c.kind = 'user' AND c.subject_id = o.owner_id) AS n
-  FROM (SELECT DISTINCT owner_id FROM head WHERE owner_id IS NOT NULL) o),"""
+  ORDER BY j.priority DESC, j.created_at, j.id LIMIT {window}),"""
 
 # The head ranked by fair share (the owner's running jobs) among equal priorities; the
-# first of it no other claimer holds.
+# first of it no other claimer holds. A user's running jobs are one row, shard 0 (migration
+# 0018 folded the user shards into it and its trigger writes no other), read by a join.
 _FAIR_PICK = """
   SELECT j.id, j.attempts, j.cancel_requested, j.owner_id, j.team_id
-  FROM (SELECT h.id, row_number() OVER (
-          ORDER BY h.priority DESC, coalesce(r.n, 0), h.created_at, h.id) AS rank
-        FROM head h LEFT JOIN running r ON r.owner_id = h.owner_id
+  FROM (SELECT h.address, row_number() OVER (
+          ORDER BY h.priority DESC, coalesce(r.running, 0), h.created_at, h.id) AS rank
+        FROM head h LEFT JOIN running_counts r
+          ON r.kind = 'user' AND r.subject_id = h.owner_id AND r.shard = 0
         ORDER BY rank) AS ranked
-  JOIN jobs j ON j.id = ranked.id
+  JOIN jobs j ON j.ctid = ranked.address  -- a TID scan: no index descent per rank
   WHERE j.status = 'queued'
   -- The ranks arrive in order: the join walks them lazily, so only the rows other
   -- claimers hold are passed over before the first free one is locked.

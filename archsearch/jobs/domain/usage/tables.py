@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String
+from sqlalchemy import Float, ForeignKey, Index, Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from archsearch.jobs.domain.base import Base, Timestamp
@@ -24,11 +24,12 @@ class JobAttempt(Base):
         ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
     )
     attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
-    # Copied from the job, so a usage report groups without a join.
-    team_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("teams.id", ondelete="SET NULL"), index=True
-    )
-    owner_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # Copied from the job, so a usage report groups without a join. No foreign keys: the
+    # claim copies them from the job it holds locked, and a key check would lock the team's
+    # row in every concurrent claim (migration 0018); deleting a user or team clears them
+    # here by a trigger instead.
+    team_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True)
+    owner_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     method: Mapped[str] = mapped_column(String(32))
     device: Mapped[str] = mapped_column(String(8))  # cpu | cuda: what the worker offered
     worker: Mapped[str] = mapped_column(String(200))
