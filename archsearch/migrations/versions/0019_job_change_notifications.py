@@ -3,7 +3,7 @@ queued changes (or a user's name, shown with their jobs, changes: then every job
 API's answers kept in memory (api/job_answers.py); PostgreSQL only
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 Create Date: 2026-11-26 02:40:00.000000
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0019"
-down_revision: str | None = "0017"
+down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
