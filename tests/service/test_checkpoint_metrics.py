@@ -52,8 +52,10 @@ def write_then_die(self, job_id, data):
 
 
 ArtifactStore.write_checkpoint = write_then_die
-sys.argv = ["archsearch", *sys.argv[1:]]
-runpy.run_module("archsearch.cli.main", run_name="__main__")
+# The worker's own entry point, in this process: `archsearch worker` would exec a fresh
+# interpreter, which would not carry the patch above.
+sys.argv = ["archsearch.worker", *sys.argv[1:]]
+runpy.run_module("archsearch.worker", run_name="__main__")
 """
 
 
@@ -68,7 +70,7 @@ def test_worker_killed_after_a_checkpoint_loses_no_metric_point(
     launcher = tmp_path / "doomed_worker.py"
     launcher.write_text(LAUNCHER.replace("{kill_after}", str(KILL_AFTER_CHECKPOINT)))
     worker.stop()  # the doomed worker must be the one that takes the job
-    argv = [sys.executable, str(launcher), "worker", "-n", f"doomed-{uuid.uuid4().hex[:6]}@%h"]
+    argv = [sys.executable, str(launcher), "cpu", "-n", f"doomed-{uuid.uuid4().hex[:6]}@%h"]
     doomed = procs.start_program("doomed", argv, service_env, log_dir)
     try:
         procs.wait_log(doomed, "ready.", timeout=90)
