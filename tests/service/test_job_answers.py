@@ -26,14 +26,22 @@ JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 
 
 
 @pytest.fixture(scope="module")
-def api(service_env: dict[str, str], log_dir: Path) -> Iterator[str]:
+def other_listeners(api_url: str, pg_url: str) -> set[int]:
+    """The listening connections of the suite's shared API, there before this module's."""
+    procs.wait_until(lambda: _listener_pids(pg_url), 30, "the shared API's LISTEN")
+    return set(_listener_pids(pg_url))
+
+
+@pytest.fixture(scope="module")
+def api(service_env: dict[str, str], log_dir: Path, other_listeners: set[int]) -> Iterator[str]:
     # Its own queue: the jobs of these tests are moved by hand, never by a worker.
     env = {**service_env, "ARCHSEARCH_QUEUE_NAME": f"answers-{uuid.uuid4().hex[:8]}"}
+    pg_url = env["ARCHSEARCH_DATABASE_URL"]
     port = procs.free_port()
     proc = procs.start("api-answers", ["api", "--port", str(port)], env, log_dir)
     url = f"http://127.0.0.1:{port}"
     procs.wait_http(f"{url}/healthz", proc)
-    procs.wait_until(lambda: _listener_pids(env["ARCHSEARCH_DATABASE_URL"]), 30, "LISTEN")
+    procs.wait_until(lambda: _own_listeners(pg_url, other_listeners), 30, "LISTEN")
     yield url
     proc.stop()
 
@@ -46,6 +54,11 @@ def _listener_pids(pg_url: str) -> list[int]:
             (APPLICATION_NAME,),
         ).fetchall()
     return [pid for (pid,) in rows]
+
+
+def _own_listeners(pg_url: str, others: set[int]) -> list[int]:
+    """This module's API's listening connection: every API of the database listens."""
+    return [pid for pid in _listener_pids(pg_url) if pid not in others]
 
 
 def _write(pg_url: str, sql: str, *params: object, notify: bool = True) -> None:
@@ -100,7 +113,7 @@ def test_another_team_never_gets_a_kept_answer(api: str, pg_url: str, accounts: 
 
 
 def test_a_lost_listener_turns_the_memory_off_until_it_listens_again(
-    api: str, pg_url: str, accounts: Accounts
+    api: str, pg_url: str, accounts: Accounts, other_listeners: set[int]
 ) -> None:
     job_id = _running_job(api, accounts.tokens["alice"], pg_url)
     with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
@@ -110,13 +123,14 @@ def test_a_lost_listener_turns_the_memory_off_until_it_listens_again(
         assert read()["step"] == read()["step"] == 0
         _write(pg_url, "UPDATE jobs SET step = 1 WHERE id = %s", job_id, notify=False)
         assert read()["step"] == 0, "the answer should have come from memory"
-        (listener,) = _listener_pids(pg_url)
+        (listener,) = _own_listeners(pg_url, other_listeners)
         _write(pg_url, "SELECT pg_terminate_backend(%s)", listener)
         # Once the API sees its connection gone (a moment), nothing is served from memory.
         procs.wait_until(lambda: read()["step"] == 1, 5, "the memory cleared")
         _write(pg_url, "UPDATE jobs SET step = 2 WHERE id = %s", job_id, notify=False)
         assert read()["step"] == 2
-        procs.wait_until(lambda: _listener_pids(pg_url) not in ([], [listener]), 30, "relisten")
+        relistened = lambda: _own_listeners(pg_url, other_listeners) not in ([], [listener])  # noqa: E731
+        procs.wait_until(relistened, 30, "relisten")
         assert read()["step"] == 2
         _write(pg_url, "UPDATE jobs SET step = 3 WHERE id = %s", job_id, notify=False)
         assert read()["step"] == 2, "listening again, the memory should be back on"
