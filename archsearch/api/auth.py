@@ -63,13 +63,13 @@ async def _cached(
     web: WebSession | None,
     throttle: AuthThrottle,
 ) -> Principal:
-    if (principal := app_state(request).token_cache.get(key)) is not None:
+    cache = app_state(request).token_cache
+    if (principal := cache.get(key)) is not None:
         return principal  # a token known good is never throttled, nor costs a connection
     address, token = client_address(request), "" if web is not None else header
     presented = bool(header.strip()) or web is not None  # no credentials is no guess
     if presented:
         throttle.check(address, token)
-    cache = app_state(request).token_cache
     try:
         async with services.async_reader.connect() as connection:
             principal = await connection.run_sync(

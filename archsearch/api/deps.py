@@ -53,10 +53,15 @@ async def get_session(services: ServicesDep) -> AsyncIterator[Session]:
         yield session
 
 
+def read_session(services: Services) -> AsyncSession:
+    """A session for reads: repository functions run through `await session.run_sync(...)`
+    on an async autocommit connection, with no thread pool hop and no transaction round
+    trips."""
+    return AsyncSession(services.async_reader, expire_on_commit=False)
+
+
 async def get_read_session(services: ServicesDep) -> AsyncIterator[AsyncSession]:
-    # Reads run repository functions through `await session.run_sync(...)` on an async
-    # autocommit connection: no thread pool hop and no transaction round trips.
-    async with AsyncSession(services.async_reader, expire_on_commit=False) as session:
+    async with read_session(services) as session:
         yield session
 
 

@@ -91,11 +91,15 @@ class JobAnswers:
     def __init__(self, maxsize: int = ANSWERS_KEPT) -> None:
         self._answers: LRUCache[uuid.UUID, Answer] = LRUCache(maxsize=maxsize)
         self.generation = 0
-        self.listening = False
         self._catch_up: CatchUp | None = None  # on the listening connection, while it lives
 
     def __len__(self) -> int:
         return len(self._answers)
+
+    @property
+    def listening(self) -> bool:
+        """A listening connection is up (its barrier exists only while it lives)."""
+        return self._catch_up is not None
 
     async def fresh(self, job_id: uuid.UUID, team_filter: uuid.UUID | None) -> bytes | None:
         """The kept answer, once every change committed before this call is applied."""
@@ -133,15 +137,15 @@ class JobAnswers:
         except ValueError:
             self._answers.clear()  # not ours to read: the safe answer is to keep nothing
 
-    def start_listening(self, catch_up: CatchUp | None) -> None:
+    def start_listening(self, catch_up: CatchUp) -> None:
         self._reset()
-        self._catch_up, self.listening = catch_up, True
+        self._catch_up = catch_up
 
     def stop_listening(self, why: BaseException | None = None) -> None:
         if self.listening and why is not None:
             log.warning("job answers off: listening connection lost (%r)", why)
         self._reset()
-        self._catch_up, self.listening = None, False
+        self._catch_up = None
 
     def _reset(self) -> None:
         self.generation += 1

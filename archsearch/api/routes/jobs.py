@@ -11,11 +11,17 @@ from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
-from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep, app_state
+from archsearch.api.deps import (
+    EnqueuerDep,
+    ReadSessionDep,
+    SessionDep,
+    SettingsDep,
+    app_state,
+    read_session,
+)
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.job_answers import Answer
 from archsearch.api.params import JobFiltersQuery, JobId
@@ -112,7 +118,7 @@ async def _read_and_keep(
         job = repository.read_job_row(sync_session, job_id, team_id=team_filter)
         return job_with_queue_state(sync_session, job, state.services.settings)
 
-    async with AsyncSession(state.services.async_reader, expire_on_commit=False) as session:
+    async with read_session(state.services) as session:
         public = await session.run_sync(read)
     body = public.model_dump_json().encode()
     if public.status is not JobStatus.queued:
