@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 CHANNEL = "job_changed"
 EVERY_JOB = "*"  # the payload of a change that may touch any answer (a user's name)
 ANSWERS_KEPT = 10_000  # the least recently used go first beyond it
-# While idle the listening connection still reads its notifications this often (an unread
-# backlog would hold PostgreSQL's notification queue back); the same trip checks it lives.
+# Notifications are read as they arrive; while no request waits, one Sync this often checks
+# that the listening connection still answers (a cut network shows no error of its own).
 DRAIN_SECONDS = 1.0
 BARRIER_TIMEOUT_SECONDS = 2.0  # a barrier slower than this counts as a lost connection
 RELISTEN_SECONDS = 1.0
@@ -159,7 +159,7 @@ class SyncBarrier:
 
     def _read_notifications(self) -> None:
         while (notice := self._pgconn.notifies()) is not None:
-            self._forget(notice.extra.decode())
+            self._forget(notice.extra.decode(errors="replace"))
 
 
 class ConnectionLost(psycopg.OperationalError):
