@@ -8,7 +8,8 @@ can answer stale), `miss` (the memory off: one row read and presented), `bare` (
 bench's yardstick: an `async def` route returning the same job-sized JSON, no thread hop, as
 ours is) and, for information, `bare sync` (the same route as a sync handler: FastAPI runs it
 in its thread pool). CPU is this process's (every thread's) user + system time per request,
-so it includes the listener's work. `--profile ARM` prints cProfile's top entries of that arm instead.
+so it includes the listener's work. `--profile ARM` prints cProfile's top entries of that
+arm instead.
 
     PYTHONPATH=$PWD python bench/get_job_cpu.py [--requests 2000] [--rounds 5]
 """
