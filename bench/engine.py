@@ -23,9 +23,13 @@ CPU seconds from `time.process_time`, every case once per round, rounds interlea
 drift and neighbours' load hit every case alike; a ratio is the median over rounds of the
 same round's ratio, the spread its min-max. An untimed warm-up run of each job comes first,
 then the heap is frozen (`gc.freeze`) as a worker freezes it after its own warm-up.
-The train job's CPU time is broken down into its parts, timed inside the job
-(`bench/_engine_breakdown.py`): the fixed end-of-job work (model files, ONNX export and
-check, latency, plots) is what the plain loop does not do at all.
+The train and prune jobs' CPU time is broken down into its parts, timed inside the job
+(`bench/_engine_breakdown.py`): training loop, per-epoch test passes and checkpoints, then
+each piece of the work a job does once whatever its epochs (model and mask files,
+compaction, deployment with its sizes, layer forms, latency, ONNX export and check, the
+spectrum, figures, artifact writes), which the plain loop does not do at all. Its last
+line, "fixed per-job work", is the job's total less the training loop, its test passes,
+checkpoints and model build.
 - train: the default MLP (784-256-128-10) on MNIST at the documented default epochs (10).
 - job: the same train job through the executor (`execute_next`: claim, dataset load, run,
   record), i.e. what a worker does, against the same plain loop.
@@ -375,8 +379,11 @@ def run_on_worker(services: Services, enqueuer: Any, spec: dict[str, Any]) -> fl
 
 
 # ---------------------------------------------------------------- main
+BROKEN_DOWN = {"train": "train", "prune learned": "prune", "prune free": "prune"}
+
+
 def measure(
-    args: argparse.Namespace, services: Services, breakdown: Breakdown
+    args: argparse.Namespace, services: Services, breakdowns: dict[str, Breakdown]
 ) -> dict[str, list[float]]:
     full = load_dataset(DatasetRef(name="mnist"), DATA_DIRS)
     chosen = [c for c in cases(args) if c.name in args.cases]
@@ -394,10 +401,11 @@ def measure(
         order = chosen[r % len(chosen) :] + chosen[: r % len(chosen)]
         for case in order:
             spec = parse_job_spec(case.spec)
-            timing = breakdown.timing() if case.name == "train" else contextlib.nullcontext()
+            breakdown = breakdowns.get(case.name)
+            timing = breakdown.timing() if breakdown else contextlib.nullcontext()
             with timing:
                 seconds, metrics = cpu_seconds(partial(run_job, services, case, data[case.name]))
-            if case.name == "train":
+            if breakdown:
                 breakdown.record(seconds)
             times.setdefault(case.name, []).append(seconds)
             if case.name == "grow":
@@ -539,12 +547,14 @@ def main() -> None:
             worker_start(args, Path(home))
             return
         services = bench_services(args.database_url, Path(home))
-        breakdown = Breakdown()
-        times = measure(args, services, breakdown)
+        breakdowns = {
+            name: Breakdown(method) for name, method in BROKEN_DOWN.items() if name in args.cases
+        }
+        times = measure(args, services, breakdowns)
         services.engine.dispose()
     report(args, times)
-    if breakdown.seconds:
-        breakdown.report(statistics.median(times["plain train"]))
+    for name, breakdown in breakdowns.items():
+        breakdown.report(name, statistics.median(times[f"plain {name}"]))
 
 
 if __name__ == "__main__":
