@@ -47,10 +47,11 @@ checkpoints and model build.
 
 --worker: a real Celery worker started cold (PostgreSQL and Redis): seconds until it lists
 itself in `workers` (it does so after its warm-up), the same train job run first on it and
-then warm (wall seconds from the job's started_at to finished_at), then a default prune job,
-and the pool process's peak resident memory (VmHWM) after those MNIST jobs, with its
-anonymous and file-backed parts; the Celery main process's resident memory, its Pss and
-private part (/proc/<pid>/smaps_rollup), and the floor of a bare `import torch`.
+then warm (wall seconds from the job's started_at to finished_at), then a default prune job
+(its wall seconds too: a pool process that lost its subnormal flush in the warm-up ran it
+about 4x slower), and the pool process's peak resident memory (VmHWM) after those MNIST
+jobs, with its anonymous and file-backed parts; the Celery main process's resident memory,
+its Pss and private part (/proc/<pid>/smaps_rollup), and the floor of a bare `import torch`.
 
 Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 10] [--cases train,dnw]
       [--database-url postgresql://...]   (default: a SQLite file in a temporary folder)
@@ -262,7 +263,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         pid, ready = wait_listed(services, worker, started)
         runs = [run_on_worker(services, CeleryEnqueuer(settings), spec) for _ in range(2)]
         prune = {**spec, "method": "prune"}  # the default 235k-parameter MLP, masks learned
-        run_on_worker(services, CeleryEnqueuer(settings), prune)
+        pruned = run_on_worker(services, CeleryEnqueuer(settings), prune)
         status = proc_status(pid)
         memory = {k: int(status[k].split()[0]) / 1024 for k in ("VmHWM", "RssAnon", "RssFile")}
         memory.update(mapped_memory(pid, settings.resolved_dataset_cache_dir))
@@ -279,6 +280,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"train job (MLP, MNIST, 1 epoch): first {runs[0]:.2f} s, warm {runs[1]:.2f} s, "
         f"first/warm {runs[0] / runs[1]:.2f}x"
     )
+    print(f"default prune job (learned masks, 10 epochs) after them: {pruned:.2f} s")
     print(
         f"pool process: peak resident (VmHWM) {memory['VmHWM']:.0f} MB; after the jobs "
         f"anonymous {memory['RssAnon']:.0f} MB + file-backed {memory['RssFile']:.0f} MB "
