@@ -48,8 +48,8 @@ checkpoints and model build.
 --worker: a real Celery worker started cold (PostgreSQL and Redis): seconds until it lists
 itself in `workers` (it does so after its warm-up), the same train job run first on it and
 then warm (wall seconds from the job's started_at to finished_at), then a default prune job
-(its wall seconds too: a pool process that lost its subnormal flush in the warm-up ran it
-about 4x slower), and the pool process's peak resident memory (VmHWM) after those MNIST
+of one epoch (its wall seconds too: it shows a pool process that lost its subnormal flush),
+and the pool process's peak resident memory (VmHWM) after those MNIST
 jobs, with its anonymous and file-backed parts; the Celery main process's resident memory,
 its Pss and private part (/proc/<pid>/smaps_rollup), and the floor of a bare `import torch`.
 
@@ -280,7 +280,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"train job (MLP, MNIST, 1 epoch): first {runs[0]:.2f} s, warm {runs[1]:.2f} s, "
         f"first/warm {runs[0] / runs[1]:.2f}x"
     )
-    print(f"default prune job (learned masks, 10 epochs) after them: {pruned:.2f} s")
+    print(f"default prune job (learned masks, 1 epoch) after them: {pruned:.2f} s")
     print(
         f"pool process: peak resident (VmHWM) {memory['VmHWM']:.0f} MB; after the jobs "
         f"anonymous {memory['RssAnon']:.0f} MB + file-backed {memory['RssFile']:.0f} MB "
