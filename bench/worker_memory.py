@@ -43,6 +43,10 @@ Arms:
   to the system when freed (by default the threshold rises to the largest block freed, up
   to 32 MB, and freed blocks stay in the heap); "pool CPU s" shows what the faults cost.
 - no dynamo + no export: both floors at once.
+- dataset read: the job's inputs read from the cache files by one `pread` per row taken
+  (`ReadRowsInputs`, a bench-only `Inputs`) instead of touching their mapping: what the pool holds
+  when the dataset's pages stay in the page cache only; "pool CPU s" shows what the reads cost.
+- all three: no dynamo, no export and the dataset read.
 - `--compare-with DIR` adds an arm "code of DIR": the same replay importing archsearch from
   another checkout (e.g. main), to compare a change against it in one run.
 
@@ -87,6 +91,8 @@ ARMS: dict[str, dict[str, str]] = {
     "no spectrum (floor)": {"NO_SPECTRUM": "1"},
     "mmap over 128k": {"MALLOC_MMAP_THRESHOLD_": "131072"},
     "no dynamo + no export": {"STUB": "1", "NO_EXPORT": "1"},
+    "dataset read": {"READ_ROWS": "1"},
+    "all three": {"STUB": "1", "NO_EXPORT": "1", "READ_ROWS": "1"},
 }
 SAMPLE_SECONDS = 0.05  # the Pss sampler's interval
 TRAIN = {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 1}}
@@ -158,6 +164,65 @@ def stub_end_of_job() -> None:
         prune_method.save_spectrum = lambda *args, **kwargs: None  # type: ignore[attr-defined]
 
 
+def read_dataset_rows() -> None:
+    """The 'dataset read' arm only: cached datasets come as `ReadRowsInputs`."""
+    import dataclasses
+
+    from archsearch.jobs.runtime import data as runtime_data
+
+    mapped_read = runtime_data.DatasetCache._read
+
+    def read(cache: Any, key: str, info: Any) -> Any:
+        data = mapped_read(cache, key, info)
+        if data is None:
+            return None
+        folder, read_rows = cache.root / key, read_rows_class()
+        inputs = {
+            name: read_rows(folder / f"{name}.npy", getattr(data, name).stats)
+            for name in ("x_train", "x_test")
+        }
+        return dataclasses.replace(data, **inputs)
+
+    runtime_data.DatasetCache._read = read  # type: ignore[method-assign]
+
+
+def read_rows_class() -> type:
+    """`Inputs` whose rows are read from an .npy file by `os.preadv`, one call per row of an
+    index (contiguous slices in one call); its mapping is never touched."""
+    import numpy as np
+    import torch
+
+    from archsearch.core.data.inputs import Inputs
+
+    class ReadRowsInputs(Inputs):
+        def __init__(self, path: Path, stats: dict[str, Any]) -> None:
+            header = np.load(path, mmap_mode="c")  # shape, dtype and offset only
+            super().__init__(torch.from_numpy(header), **stats)
+            self.fd, self.offset = os.open(path, os.O_RDONLY), header.offset
+            self.row_bytes = header[0].nbytes
+
+        def __getitem__(self, index: Any) -> torch.Tensor:
+            if isinstance(index, slice) and index.step in (None, 1):
+                start, stop, _ = index.indices(len(self))
+                return self._normalise(self._rows([start], stop - start))
+            batch = isinstance(index, torch.Tensor) and index.dim() == 1
+            if batch and index.dtype in (torch.int64, torch.int32):
+                return self._normalise(self._rows(index.tolist(), 1))
+            return super().__getitem__(index)
+
+        def _rows(self, starts: list[int], count: int) -> torch.Tensor:
+            out = bytearray(len(starts) * count * self.row_bytes)
+            view, size = memoryview(out), count * self.row_bytes
+            for k, start in enumerate(starts):
+                os.preadv(
+                    self.fd, [view[k * size : (k + 1) * size]], self.offset + start * self.row_bytes
+                )
+            rows = torch.frombuffer(out, dtype=self.stored.dtype) if out else self.stored[:0]
+            return rows.view(len(starts) * count, *self.stored.shape[1:])
+
+    return ReadRowsInputs
+
+
 class PssSampler(threading.Thread):
     """Reads this process's smaps_rollup every `SAMPLE_SECONDS`: the highest Pss, and the
     job thread's innermost archsearch frames when the sampled Rss was highest."""
@@ -223,6 +288,8 @@ def pool_process(settings: Any, stages: list[tuple[str, dict[str, float]]]) -> N
 
     stages.append(("pool: after the fork", status()))
     stub_end_of_job()
+    if os.environ.get("READ_ROWS"):
+        read_dataset_rows()
     prepare_training_thread(settings)
     if not os.environ.get("NO_WARM_UP"):
         warm_up(torch.device("cpu"))
