@@ -29,12 +29,12 @@ Arms:
 - arena 2: MALLOC_ARENA_MAX=2 (glibc keeps two heaps for all threads, not eight per core).
 - no warm_up: the pool process skips `warm_up` (the first job then pays its imports and
   first calls; `bench/engine.py --worker` prints that job's time against a warm one).
-- no dynamo: a floor, not a fix. `torch.optim` imports torch._dynamo (and sympy) on its
-  first step (`_use_grad_for_differentiable`, `torch._disable_dynamo`); this arm puts a stub
-  `torch._dynamo` module (graph_break, disable) in sys.modules first, to measure what a
-  worker would hold if the engine stepped its optimisers without torch.optim's wrappers
-  (e.g. `torch._fused_adam_` called directly). Never do this in the service.
-
+- no dynamo: a floor, not a fix. `torch.optim` imports torch._dynamo (and sympy) as an
+  optimiser is built (`add_param_group`), zeroes, saves its state (`torch._disable_dynamo`)
+  and steps (`_use_grad_for_differentiable`); this arm puts a stub `torch._dynamo` module
+  (graph_break, disable) in sys.modules first, to measure what a worker would hold if the
+  engine stepped its optimisers without torch.optim's classes (the functional
+  `torch.optim.adam.adam` imports none). Never do this in the service.
 - no export (floor): `write_deployment` (the deployment artifacts: TorchScript and ONNX
   export, the ONNX Runtime check, the latency measurements) replaced by a no-op in the pool
   process, warm-up included: what the pool would hold if that ran in a short-lived child.
@@ -44,8 +44,9 @@ Arms:
   to 32 MB, and freed blocks stay in the heap); "pool CPU s" shows what the faults cost.
 - no dynamo + no export: both floors at once.
 - dataset read: the job's inputs read from the cache files by one `pread` per row taken
-  (`ReadRowsInputs`, a bench-only `Inputs`) instead of touching their mapping: what the pool holds
-  when the dataset's pages stay in the page cache only; "pool CPU s" shows what the reads cost.
+  (`ReadRowsInputs`, a bench-only `Inputs`) instead of touching their mapping: what the pool
+  holds when the dataset's pages stay in the page cache only (the machine still holds them
+  there, counted in no process's RSS or Pss); "pool CPU s" shows what the reads cost.
 - all three: no dynamo, no export and the dataset read.
 - `--compare-with DIR` adds an arm "code of DIR": the same replay importing archsearch from
   another checkout (e.g. main), to compare a change against it in one run.
@@ -54,7 +55,7 @@ Floors, each a fresh interpreter: bare `import torch`, then one import each on t
 
 Run: PYTHONPATH=$PWD ARCHSEARCH_DATA_DIR=/work/shared/datasets python bench/worker_memory.py
      --database-url postgresql://postgres@127.0.0.1:5432/<an empty database> [--rounds 2]
-     [--arms "as built,no dynamo"] [--compare-with /work/main]
+     [--arms "as built,no dynamo"] [--compare-with ../main]
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ ARMS: dict[str, dict[str, str]] = {
     "dataset read": {"READ_ROWS": "1"},
     "all three": {"STUB": "1", "NO_EXPORT": "1", "READ_ROWS": "1"},
 }
+# Run unless `--arms` names others: the worker as built and what each lever would give. The
+# earlier arms (CLI parent, arena 2, no warm_up, mmap over 128k) were measured and settled.
+DEFAULT_ARMS = "as built,no spectrum (floor),no export (floor),no dynamo,dataset read,all three"
 SAMPLE_SECONDS = 0.05  # the Pss sampler's interval
 TRAIN = {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 1}}
 PRUNE = {**TRAIN, "method": "prune"}
@@ -347,7 +351,7 @@ def rss_of(pid: int) -> float:
 # ---------------------------------------------------------------- the driver
 def chosen_arms(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     """The arms to run, by name: the environment each one adds."""
-    names = args.arms.split(",") if args.arms else list(ARMS)
+    names = (args.arms or DEFAULT_ARMS).split(",")
     unknown = sorted(set(names) - set(ARMS))
     assert not unknown, f"unknown arms {unknown}; known: {list(ARMS)}"
     arms = {name: {"PYTHONPATH": str(REPO), **ARMS[name]} for name in names}
@@ -426,7 +430,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--arms", help=f"comma-separated, of: {', '.join(ARMS)}")
+    parser.add_argument(
+        "--arms", help=f"comma-separated, of: {', '.join(ARMS)} (default: {DEFAULT_ARMS})"
+    )
     parser.add_argument("--compare-with", help="another checkout to replay as an arm too")
     parser.add_argument("--arm", help=argparse.SUPPRESS)
     parser.add_argument("--home", help=argparse.SUPPRESS)
