@@ -23,9 +23,13 @@ CPU seconds from `time.process_time`, every case once per round, rounds interlea
 drift and neighbours' load hit every case alike; a ratio is the median over rounds of the
 same round's ratio, the spread its min-max. An untimed warm-up run of each job comes first,
 then the heap is frozen (`gc.freeze`) as a worker freezes it after its own warm-up.
-The train job's CPU time is broken down into its parts, timed inside the job
-(`bench/_engine_breakdown.py`): the fixed end-of-job work (model files, ONNX export and
-check, latency, plots) is what the plain loop does not do at all.
+The train and prune jobs' CPU time is broken down into its parts, timed inside the job
+(`bench/_engine_breakdown.py`): training loop, per-epoch test passes and checkpoints, then
+each piece of the work a job does once whatever its epochs (model and mask files,
+compaction, deployment with its sizes, layer forms, latency, ONNX export and check, the
+spectrum, figures, artifact writes), which the plain loop does not do at all. Its last
+line, "fixed per-job work", is the job's total less the training loop, its test passes,
+checkpoints and model build.
 - train: the default MLP (784-256-128-10) on MNIST at the documented default epochs (10).
 - job: the same train job through the executor (`execute_next`: claim, dataset load, run,
   record), i.e. what a worker does, against the same plain loop.
@@ -43,10 +47,11 @@ check, latency, plots) is what the plain loop does not do at all.
 
 --worker: a real Celery worker started cold (PostgreSQL and Redis): seconds until it lists
 itself in `workers` (it does so after its warm-up), the same train job run first on it and
-then warm (wall seconds from the job's started_at to finished_at), then a default prune job,
-and the pool process's peak resident memory (VmHWM) after those MNIST jobs, with its
-anonymous and file-backed parts; the Celery main process's resident memory, its Pss and
-private part (/proc/<pid>/smaps_rollup), and the floor of a bare `import torch`.
+then warm (wall seconds from the job's started_at to finished_at), then a default prune job
+of one epoch (its wall seconds too: it shows a pool process that lost its subnormal flush),
+and the pool process's peak resident memory (VmHWM) after those MNIST
+jobs, with its anonymous and file-backed parts; the Celery main process's resident memory,
+its Pss and private part (/proc/<pid>/smaps_rollup), and the floor of a bare `import torch`.
 
 Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 10] [--cases train,dnw]
       [--database-url postgresql://...]   (default: a SQLite file in a temporary folder)
@@ -258,7 +263,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         pid, ready = wait_listed(services, worker, started)
         runs = [run_on_worker(services, CeleryEnqueuer(settings), spec) for _ in range(2)]
         prune = {**spec, "method": "prune"}  # the default 235k-parameter MLP, masks learned
-        run_on_worker(services, CeleryEnqueuer(settings), prune)
+        pruned = run_on_worker(services, CeleryEnqueuer(settings), prune)
         status = proc_status(pid)
         memory = {k: int(status[k].split()[0]) / 1024 for k in ("VmHWM", "RssAnon", "RssFile")}
         memory.update(mapped_memory(pid, settings.resolved_dataset_cache_dir))
@@ -275,6 +280,7 @@ def worker_start(args: argparse.Namespace, home: Path) -> None:
         f"train job (MLP, MNIST, 1 epoch): first {runs[0]:.2f} s, warm {runs[1]:.2f} s, "
         f"first/warm {runs[0] / runs[1]:.2f}x"
     )
+    print(f"default prune job (learned masks, 1 epoch) after them: {pruned:.2f} s")
     print(
         f"pool process: peak resident (VmHWM) {memory['VmHWM']:.0f} MB; after the jobs "
         f"anonymous {memory['RssAnon']:.0f} MB + file-backed {memory['RssFile']:.0f} MB "
@@ -375,8 +381,11 @@ def run_on_worker(services: Services, enqueuer: Any, spec: dict[str, Any]) -> fl
 
 
 # ---------------------------------------------------------------- main
+BROKEN_DOWN = {"train": "train", "prune learned": "prune", "prune free": "prune"}
+
+
 def measure(
-    args: argparse.Namespace, services: Services, breakdown: Breakdown
+    args: argparse.Namespace, services: Services, breakdowns: dict[str, Breakdown]
 ) -> dict[str, list[float]]:
     full = load_dataset(DatasetRef(name="mnist"), DATA_DIRS)
     chosen = [c for c in cases(args) if c.name in args.cases]
@@ -394,10 +403,11 @@ def measure(
         order = chosen[r % len(chosen) :] + chosen[: r % len(chosen)]
         for case in order:
             spec = parse_job_spec(case.spec)
-            timing = breakdown.timing() if case.name == "train" else contextlib.nullcontext()
+            breakdown = breakdowns.get(case.name)
+            timing = breakdown.timing() if breakdown else contextlib.nullcontext()
             with timing:
                 seconds, metrics = cpu_seconds(partial(run_job, services, case, data[case.name]))
-            if case.name == "train":
+            if breakdown:
                 breakdown.record(seconds)
             times.setdefault(case.name, []).append(seconds)
             if case.name == "grow":
@@ -539,12 +549,14 @@ def main() -> None:
             worker_start(args, Path(home))
             return
         services = bench_services(args.database_url, Path(home))
-        breakdown = Breakdown()
-        times = measure(args, services, breakdown)
+        breakdowns = {
+            name: Breakdown(method) for name, method in BROKEN_DOWN.items() if name in args.cases
+        }
+        times = measure(args, services, breakdowns)
         services.engine.dispose()
     report(args, times)
-    if breakdown.seconds:
-        breakdown.report(statistics.median(times["plain train"]))
+    for name, breakdown in breakdowns.items():
+        breakdown.report(name, statistics.median(times[f"plain {name}"]))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import onnx
 import onnxruntime
 import pytest
@@ -9,7 +12,12 @@ import torch
 
 from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
 from archsearch.core.deploy.latency import MIN_REPEATS, interleaved_medians
-from archsearch.core.deploy.onnx import export_onnx, onnx_artifact, ort_call, ort_session
+from archsearch.core.deploy.onnx import (
+    export_onnx,
+    onnx_artifact,
+    ort_call,
+    ort_session,
+)
 from archsearch.core.models import Architecture, create_model
 from archsearch.specs.graph_model_configs import NeuralGraphConfig
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
@@ -119,3 +127,30 @@ def test_pruned_weights_are_sparse_initializers_and_the_file_shrinks(config: obj
     assert len(data) < 0.75 * len(dense_bytes)  # batch norm and biases stay dense
     assert record["latency"]["batch_1_s"] > 0 and record["latency"]["batch_64_s"] > 0
     assert "run_with_iobinding" in record["latency_call"]
+
+
+FIRST_SESSION = """
+import torch
+from archsearch.core.deploy.onnx import export_onnx, flushes_subnormals, ort_session
+from archsearch.core.models import Architecture, create_model
+from archsearch.specs.model_configs import MLPConfig
+arch = Architecture(MLPConfig(hidden=(16,)), (1, 8, 8), 10)
+data = export_onnx(create_model(arch).eval(), (1, 8, 8))
+torch.set_flush_denormal({flushing})
+assert flushes_subnormals() is {flushing}, "this CPU can flush subnormals"
+ort_session(data)
+print(flushes_subnormals())
+"""
+
+
+@pytest.mark.parametrize("flushing", [True, False])
+def test_an_onnxruntime_session_leaves_the_threads_subnormal_mode_as_it_was(
+    flushing: bool,
+) -> None:
+    """onnxruntime turns the calling thread's flush-to-zero off when it creates its first
+    session in a process (hence a fresh interpreter here): a worker thread that flushes must
+    still flush after the ONNX check, and one that does not must not start to."""
+    code = FIRST_SESSION.format(flushing=flushing)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(flushing)

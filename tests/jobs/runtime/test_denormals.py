@@ -24,6 +24,7 @@ from archsearch.core.pruning.trainer import MaskTrainer
 from archsearch.core.training import fit, seed_everything
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.device import prepare_training_thread
+from archsearch.jobs.runtime.warmup import warm_up
 from archsearch.specs import parse_job_spec
 from archsearch.specs.prune import PruneJob
 
@@ -96,5 +97,21 @@ def test_a_prepared_training_thread_has_no_subnormal_masked_weights(threads: int
         # The same steps in a thread that was not prepared do produce them: the setting
         # of this test is one where the flush matters.
         assert in_new_thread(lambda: torch.set_num_threads(threads)) > 1000
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_warmed_up_training_thread_still_flushes_subnormals() -> None:
+    """A pool process prepares its thread, then warms up with a whole train job, whose
+    deployment checks the ONNX export with onnxruntime: creating that session turned the
+    thread's flush-to-zero off, and every later prune job ran at subnormal speed."""
+    before = torch.get_num_threads()
+
+    def prepare_and_warm_up() -> None:
+        prepare_training_thread(Settings(torch_threads=1))
+        warm_up(torch.device("cpu"))
+
+    try:
+        assert in_new_thread(prepare_and_warm_up) == 0
     finally:
         torch.set_num_threads(before)
