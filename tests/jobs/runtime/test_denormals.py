@@ -2,7 +2,8 @@
 `weight * sigmoid(t_hard * w)` of negative logits falls below float32's smallest normal
 number, and x86 matrix kernels slow down sharply on such operands (a default prune job cost
 5x plain training). The flag is per thread, so the test trains in a new thread, as the
-embedded runner does, with one and two intra-op threads."""
+embedded runner does, with one and two intra-op threads. Each training sets it again:
+onnxruntime's session constructor (a job's deployment check) clears it in its thread."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.catalog import DatasetInfo
 from archsearch.core.data.inputs import Inputs
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.deploy.onnx import export_onnx, ort_session
 from archsearch.core.methods.prune import mask_schedule
 from archsearch.core.models import Architecture
 from archsearch.core.nn.masked import MaskedLinear
@@ -43,10 +45,11 @@ def mnist_shaped(n: int = 512) -> Dataset:
     return Dataset(info, inputs, labels, inputs, labels)
 
 
-def prune_steps_subnormals() -> int:
+def prune_steps_subnormals(unflushed: bool = False) -> int:
     """The default MNIST prune job's training steps (its model, masks, optimisers and
     penalty), from logits spread as a long job leaves them (down to -1.2: sigmoid(100 w)
-    reaches 1e-52); the most subnormal masked weights seen after any step."""
+    reaches 1e-52); the most subnormal masked weights seen after any step. `unflushed`:
+    the flag cleared after each step, under `fit`'s feet (the control)."""
     spec = parse_job_spec({"method": "prune", "dataset": {"name": "mnist"}})
     assert isinstance(spec, PruneJob)
     spec = spec.model_copy(update={"training": spec.training.model_copy(update={"epochs": 1})})
@@ -64,6 +67,8 @@ def prune_steps_subnormals() -> int:
     assert inner is not None
 
     def after_step(step: int) -> dict[str, float] | None:
+        if unflushed:
+            torch.set_flush_denormal(False)
         with torch.no_grad():
             counts.append(sum(subnormal_count(layer.masked_weight()) for layer in layers))
         return inner(step)
@@ -74,12 +79,12 @@ def prune_steps_subnormals() -> int:
     return max(counts)
 
 
-def in_new_thread(prepare: Callable[[], object]) -> int:
+def in_new_thread(prepare: Callable[[], object], unflushed: bool = False) -> int:
     result: list[int] = []
 
     def work() -> None:
         prepare()
-        result.append(prune_steps_subnormals())
+        result.append(prune_steps_subnormals(unflushed))
 
     thread = threading.Thread(target=work)
     thread.start()
@@ -93,8 +98,25 @@ def test_a_prepared_training_thread_has_no_subnormal_masked_weights(threads: int
     before = torch.get_num_threads()
     try:
         assert in_new_thread(lambda: prepare_training_thread(Settings(torch_threads=threads))) == 0
-        # The same steps in a thread that was not prepared do produce them: the setting
-        # of this test is one where the flush matters.
-        assert in_new_thread(lambda: torch.set_num_threads(threads)) > 1000
+        # The same steps with the flag cleared do produce them: the setting of this test
+        # is one where the flush matters.
+        assert in_new_thread(lambda: torch.set_num_threads(threads), unflushed=True) > 1000
+    finally:
+        torch.set_num_threads(before)
+
+
+def prepared_then_deployed() -> None:
+    """A prepared thread that then ran a job's deployment check: an onnxruntime session,
+    whose constructor clears the thread's flush-to-zero flags."""
+    prepare_training_thread(Settings(torch_threads=1))
+    ort_session(export_onnx(torch.nn.Linear(4, 2), (4,)))
+    flushes = torch.tensor([1e-39]) * 1.0  # a subnormal input: 0 only while flushed
+    assert float(flushes) != 0.0, "the session cleared the flag: the setting of this test"
+
+
+def test_training_after_a_deployment_check_in_the_same_thread_still_flushes() -> None:
+    before = torch.get_num_threads()
+    try:
+        assert in_new_thread(prepared_then_deployed) == 0
     finally:
         torch.set_num_threads(before)
