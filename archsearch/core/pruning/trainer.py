@@ -209,7 +209,7 @@ class MaskTrainer:
         # switched off. With the cap, any logit whose loss gradient the penalty outweighs
         # crosses zero within about logit_init / mask_lr steps.
         if self.schedule.logit_cap is not None:
-            torch._foreach_clamp_max_(self.logits, self.schedule.logit_cap)
+            torch._foreach_clamp_max_(tuple(self.logits), self.schedule.logit_cap)
 
     def after_step(self, step: int) -> dict[str, float]:
         if self.frozen_density is not None:
