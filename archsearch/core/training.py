@@ -42,9 +42,10 @@ def flush_denormals() -> bool:
     `weight * mask` fall below float32's smallest normal number, and x86 matrix kernels slow
     down sharply on such operands: a default prune job cost 5.4x plain dense training. The
     flag is per thread (x86 MXCSR, ARM FPCR), so every thread that trains sets it, and `fit`
-    sets it again each time: onnxruntime's session constructor clears it in its thread, so
-    after one job's deployment check the next prune job in that thread ran on subnormals
-    (measured on this bench's CPU: 6.7x plain dense training, against 1.8x with the flag).
+    sets it again each time: onnxruntime clears it in the thread that makes the process's
+    first session, so after the first job's deployment check every later prune job of that
+    worker ran on subnormals (`bench/engine.py` here: 6.7x plain dense training, 1.8x with
+    the flag set again).
     """
     return bool(torch.set_flush_denormal(True))
 
