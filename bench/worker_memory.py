@@ -15,7 +15,11 @@ shared copy-on-write with the child until written) and the dataset cache file (a
 copy-on-write file mapping: its pages are the kernel's page cache, shared by every process
 of the machine that maps it, and dropped under pressure). Pss divides each shared page by
 the number of processes mapping it, so the Pss of all processes adds up to the machine's
-real use. The goal (VmHWM) is an RSS figure: sharing does not lower it.
+real use. The goal (VmHWM) is an RSS figure: sharing does not lower it. Pss has no kernel
+high-water mark, so a thread of the pool process reads smaps_rollup every 50 ms: its highest
+Pss is the peak a machine really pays for that process (a sample, so it can miss a peak
+shorter than the interval), and the stack of the job's thread at its highest sampled RSS says
+what the job was doing at the peak.
 
 Arms:
 - before: CLI parent: the main process also holds what it held before it became a fresh
@@ -25,16 +29,33 @@ Arms:
 - arena 2: MALLOC_ARENA_MAX=2 (glibc keeps two heaps for all threads, not eight per core).
 - no warm_up: the pool process skips `warm_up` (the first job then pays its imports and
   first calls; `bench/engine.py --worker` prints that job's time against a warm one).
-- no dynamo: a floor, not a fix. `torch.optim` imports torch._dynamo (and sympy) on its
-  first step (`_use_grad_for_differentiable`, `torch._disable_dynamo`); this arm puts a stub
-  `torch._dynamo` module (graph_break, disable) in sys.modules first, to measure what a
-  worker would hold if the engine stepped its optimisers without torch.optim's wrappers
-  (e.g. `torch._fused_adam_` called directly). Never do this in the service.
+- no dynamo: a floor, not a fix. `torch.optim` imports torch._dynamo (and sympy) as an
+  optimiser is built (`add_param_group`), zeroes, saves its state (`torch._disable_dynamo`)
+  and steps (`_use_grad_for_differentiable`); this arm puts a stub `torch._dynamo` module
+  (graph_break, disable) in sys.modules first, to measure what a worker would hold if the
+  engine stepped its optimisers without torch.optim's classes (the functional
+  `torch.optim.adam.adam` imports none). Never do this in the service.
+- no export (floor): `write_deployment` (the deployment artifacts: TorchScript and ONNX
+  export, the ONNX Runtime check, the latency measurements) replaced by a no-op in the pool
+  process, warm-up included: what the pool would hold if that ran in a short-lived child.
+- no spectrum (floor): the prune job skips its Laplacian spectra (`save_spectrum`).
+- mmap over 128k: glibc serves every allocation over 128 kB by its own mapping, returned
+  to the system when freed (by default the threshold rises to the largest block freed, up
+  to 32 MB, and freed blocks stay in the heap); "pool CPU s" shows what the faults cost.
+- no dynamo + no export: both floors at once.
+- dataset read: the job's inputs read from the cache files by one `pread` per row taken
+  (`ReadRowsInputs`, a bench-only `Inputs`) instead of touching their mapping: what the pool
+  holds when the dataset's pages stay in the page cache only (the machine still holds them
+  there, counted in no process's RSS or Pss); "pool CPU s" shows what the reads cost.
+- all three: no dynamo, no export and the dataset read.
+- `--compare-with DIR` adds an arm "code of DIR": the same replay importing archsearch from
+  another checkout (e.g. main), to compare a change against it in one run.
 
 Floors, each a fresh interpreter: bare `import torch`, then one import each on top of it.
 
 Run: PYTHONPATH=$PWD ARCHSEARCH_DATA_DIR=/work/shared/datasets python bench/worker_memory.py
      --database-url postgresql://postgres@127.0.0.1:5432/<an empty database> [--rounds 2]
+     [--arms "as built,no dynamo"] [--compare-with ../main]
 """
 
 from __future__ import annotations
@@ -46,6 +67,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import traceback
 import types
 import uuid
 from pathlib import Path
@@ -65,7 +88,17 @@ ARMS: dict[str, dict[str, str]] = {
     "arena 2": {"MALLOC_ARENA_MAX": "2"},
     "no warm_up": {"NO_WARM_UP": "1"},
     "no dynamo": {"STUB": "1"},
+    "no export (floor)": {"NO_EXPORT": "1"},
+    "no spectrum (floor)": {"NO_SPECTRUM": "1"},
+    "mmap over 128k": {"MALLOC_MMAP_THRESHOLD_": "131072"},
+    "no dynamo + no export": {"STUB": "1", "NO_EXPORT": "1"},
+    "dataset read": {"READ_ROWS": "1"},
+    "all three": {"STUB": "1", "NO_EXPORT": "1", "READ_ROWS": "1"},
 }
+# Run unless `--arms` names others: the worker as built and what each lever would give. The
+# earlier arms (CLI parent, arena 2, no warm_up, mmap over 128k) were measured and settled.
+DEFAULT_ARMS = "as built,no spectrum (floor),no export (floor),no dynamo,dataset read,all three"
+SAMPLE_SECONDS = 0.05  # the Pss sampler's interval
 TRAIN = {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 1}}
 PRUNE = {**TRAIN, "method": "prune"}
 FLOORS = {
@@ -87,10 +120,15 @@ def status() -> dict[str, float]:
     return {k: int(fields[k].split()[0]) / 1024 for k in keys}
 
 
+def rollup(pid: int | str) -> dict[str, int]:
+    """kB by field from /proc/<pid>/smaps_rollup."""
+    rows = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]
+    return {row.split()[0].rstrip(":"): int(row.split()[1]) for row in rows}
+
+
 def pss(pid: int | str = "self") -> dict[str, float]:
     """MB from smaps_rollup: Pss and the private (unshared) part."""
-    rows = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]
-    kb = {row.split()[0].rstrip(":"): int(row.split()[1]) for row in rows}
+    kb = rollup(pid)
     return {"Pss": kb["Pss"] / 1024, "Private": (kb["Private_Clean"] + kb["Private_Dirty"]) / 1024}
 
 
@@ -116,6 +154,104 @@ def stub_dynamo() -> None:
     stub.is_compiling = lambda: False  # type: ignore[attr-defined]
     sys.modules["torch._dynamo"] = stub
     torch._dynamo = stub  # type: ignore[attr-defined]
+
+
+def stub_end_of_job() -> None:
+    """The floor arms only: the methods skip their deployment artifacts or spectra."""
+    import archsearch.core.methods.prune as prune_method
+    import archsearch.core.methods.train as train_method
+
+    if os.environ.get("NO_EXPORT"):
+        for module in (prune_method, train_method):
+            module.write_deployment = lambda *args, **kwargs: {}  # type: ignore[attr-defined]
+    if os.environ.get("NO_SPECTRUM"):
+        prune_method.save_spectrum = lambda *args, **kwargs: None  # type: ignore[attr-defined]
+
+
+def read_dataset_rows() -> None:
+    """The 'dataset read' arm only: cached datasets come as `ReadRowsInputs`."""
+    import dataclasses
+
+    from archsearch.jobs.runtime import data as runtime_data
+
+    mapped_read = runtime_data.DatasetCache._read
+
+    def read(cache: Any, key: str, info: Any) -> Any:
+        data = mapped_read(cache, key, info)
+        if data is None:
+            return None
+        folder, read_rows = cache.root / key, read_rows_class()
+        inputs = {
+            name: read_rows(folder / f"{name}.npy", getattr(data, name).stats)
+            for name in ("x_train", "x_test")
+        }
+        return dataclasses.replace(data, **inputs)
+
+    runtime_data.DatasetCache._read = read  # type: ignore[method-assign]
+
+
+def read_rows_class() -> type:
+    """`Inputs` whose rows are read from an .npy file by `os.preadv`, one call per row of an
+    index (contiguous slices in one call); its mapping is never touched."""
+    import numpy as np
+    import torch
+
+    from archsearch.core.data.inputs import Inputs
+
+    class ReadRowsInputs(Inputs):
+        def __init__(self, path: Path, stats: dict[str, Any]) -> None:
+            header = np.load(path, mmap_mode="c")  # shape, dtype and offset only
+            super().__init__(torch.from_numpy(header), **stats)
+            self.fd, self.offset = os.open(path, os.O_RDONLY), header.offset
+            self.row_bytes = header[0].nbytes
+
+        def __getitem__(self, index: Any) -> torch.Tensor:
+            if isinstance(index, slice) and index.step in (None, 1):
+                start, stop, _ = index.indices(len(self))
+                return self._normalise(self._rows([start], stop - start))
+            batch = isinstance(index, torch.Tensor) and index.dim() == 1
+            if batch and index.dtype in (torch.int64, torch.int32):
+                return self._normalise(self._rows(index.tolist(), 1))
+            return super().__getitem__(index)
+
+        def _rows(self, starts: list[int], count: int) -> torch.Tensor:
+            out = bytearray(len(starts) * count * self.row_bytes)
+            view, size = memoryview(out), count * self.row_bytes
+            for k, start in enumerate(starts):
+                os.preadv(
+                    self.fd, [view[k * size : (k + 1) * size]], self.offset + start * self.row_bytes
+                )
+            rows = torch.frombuffer(out, dtype=self.stored.dtype) if out else self.stored[:0]
+            return rows.view(len(starts) * count, *self.stored.shape[1:])
+
+    return ReadRowsInputs
+
+
+class PssSampler(threading.Thread):
+    """Reads this process's smaps_rollup every `SAMPLE_SECONDS`: the highest Pss, and the
+    job thread's innermost archsearch frames when the sampled Rss was highest."""
+
+    def __init__(self) -> None:
+        super().__init__(name="pss-sampler", daemon=True)
+        self.job_thread = threading.get_ident()
+        self.peak_pss = self.peak_rss = 0.0
+        self.at_peak: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(SAMPLE_SECONDS):
+            kb = rollup("self")
+            self.peak_pss = max(self.peak_pss, kb["Pss"] / 1024)
+            if kb["Rss"] / 1024 > self.peak_rss:
+                self.peak_rss = kb["Rss"] / 1024
+                self.at_peak = archsearch_frames(sys._current_frames().get(self.job_thread))
+
+
+def archsearch_frames(frame: types.FrameType | None) -> list[str]:
+    """The innermost three archsearch frames of a stack, innermost last."""
+    stack = traceback.extract_stack(frame) if frame is not None else []
+    ours = [f for f in stack if "/archsearch/" in f.filename]
+    return [f"{Path(f.filename).stem}.{f.name}:{f.lineno}" for f in ours[-3:]]
 
 
 # ---------------------------------------------------------------- one arm (a fresh process)
@@ -155,6 +291,9 @@ def pool_process(settings: Any, stages: list[tuple[str, dict[str, float]]]) -> N
     from archsearch.jobs.runtime.warmup import warm_up
 
     stages.append(("pool: after the fork", status()))
+    stub_end_of_job()
+    if os.environ.get("READ_ROWS"):
+        read_dataset_rows()
     prepare_training_thread(settings)
     if not os.environ.get("NO_WARM_UP"):
         warm_up(torch.device("cpu"))
@@ -184,8 +323,15 @@ def run_arm(args: argparse.Namespace) -> None:
     read, write = os.pipe()
     if os.fork() == 0:
         os.close(read)
+        sampler = PssSampler()
+        sampler.start()
         pool_process(settings, stages)
-        out = {"stages": stages, "end": {**status(), **pss()}}
+        sampler.done.set()
+        sampler.join()
+        cpu = os.times()
+        end = {**status(), **pss(), "peak Pss": sampler.peak_pss, "CPU s": cpu.user + cpu.system}
+        out = {"stages": stages, "end": end}
+        out["at_peak"] = sampler.at_peak
         out["end"]["dataset"] = mapped_dataset(settings.resolved_dataset_cache_dir)
         out["parent"] = {**pss(parent_pid), "VmRSS": rss_of(parent_pid)}
         os.write(write, json.dumps(out).encode())
@@ -203,9 +349,21 @@ def rss_of(pid: int) -> float:
 
 
 # ---------------------------------------------------------------- the driver
-def arm_output(args: argparse.Namespace, arm: str, home: str) -> dict[str, Any]:
-    env = {**os.environ, **ARMS[arm], "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, __file__, "--arm", arm, "--home", home]
+def chosen_arms(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """The arms to run, by name: the environment each one adds."""
+    names = (args.arms or DEFAULT_ARMS).split(",")
+    unknown = sorted(set(names) - set(ARMS))
+    assert not unknown, f"unknown arms {unknown}; known: {list(ARMS)}"
+    arms = {name: {"PYTHONPATH": str(REPO), **ARMS[name]} for name in names}
+    if args.compare_with:
+        other = Path(args.compare_with).resolve()
+        arms = {f"code of {other}": {"PYTHONPATH": str(other)}, **arms}
+    return arms
+
+
+def arm_output(args: argparse.Namespace, arm: dict[str, str], home: str) -> dict[str, Any]:
+    env = {**os.environ, **arm, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, __file__, "--arm", "1", "--home", home]
     command += ["--database-url", args.database_url]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -243,7 +401,7 @@ def prepare(args: argparse.Namespace, home: str) -> None:
 def report(results: dict[str, list[dict[str, Any]]]) -> None:
     print(f"\nMB, median over rounds; load {os.getloadavg()[0]:.1f}")
     arms = list(results)
-    print(f"{'stage (pool process VmRSS / VmHWM)':36s}" + "".join(f"{a:>20s}" for a in arms))
+    print(f"{'stage (pool process VmRSS / VmHWM)':36s}" + "".join(f"{a[-19:]:>20s}" for a in arms))
     first = results[arms[0]][0]["stages"]
     for i, (stage, _) in enumerate(first):
         cells = []
@@ -252,12 +410,16 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
             hwm = median([r["stages"][i][1]["VmHWM"] for r in results[arm]])
             cells.append(f"{rss:8.0f} / {hwm:6.0f}")
         print(f"{stage:36s}" + "".join(f"{c:>20s}" for c in cells))
-    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private"):
+    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s"):
         row = [median([r["end"][key] for r in results[a]]) for a in arms]
-        print(f"{'pool at the end: ' + key:36s}" + "".join(f"{v:20.0f}" for v in row))
+        print(f"{'pool at the end: ' + key:36s}" + "".join(f"{v:20.1f}" for v in row))
     for key in ("VmRSS", "Pss", "Private"):
         row = [median([r["parent"][key] for r in results[a]]) for a in arms]
         print(f"{'parent at the end: ' + key:36s}" + "".join(f"{v:20.0f}" for v in row))
+    print("\nthe job thread at the pool's highest sampled Rss (innermost last), per round:")
+    for arm in arms:
+        for r, result in enumerate(results[arm]):
+            print(f"  {arm}, round {r + 1}: {' > '.join(result['at_peak']) or '-'}")
 
 
 def median(values: list[float]) -> float:
@@ -268,6 +430,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--arms", help=f"comma-separated, of: {', '.join(ARMS)} (default: {DEFAULT_ARMS})"
+    )
+    parser.add_argument("--compare-with", help="another checkout to replay as an arm too")
     parser.add_argument("--arm", help=argparse.SUPPRESS)
     parser.add_argument("--home", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -277,10 +443,11 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="archsearch-worker-memory-") as home:
         prepare(args, home)
-        results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+        arms = chosen_arms(args)
+        results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
         for r in range(args.rounds):
-            for arm in list(ARMS)[r % len(ARMS) :] + list(ARMS)[: r % len(ARMS)]:
-                results[arm].append(arm_output(args, arm, home))
+            for arm in list(arms)[r % len(arms) :] + list(arms)[: r % len(arms)]:
+                results[arm].append(arm_output(args, arms[arm], home))
                 print(f"round {r + 1}: {arm} done", file=sys.stderr, flush=True)
         report(results)
     print(f"\nfloors (peak resident, fresh interpreter; load {os.getloadavg()[0]:.1f})")

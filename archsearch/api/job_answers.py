@@ -8,11 +8,13 @@ queued has no kept answer, so its changes (a claim among them) notify nothing.
 
 Notifications travel asynchronously, so on its own this would leave a window: a GET
 arriving just after another process's commit could beat the notification. Before serving
-from memory the process therefore passes a catch-up barrier: a trivial query on the
-listening connection, which PostgreSQL answers only after sending every notification
-committed before it (postgres.c delivers pending notifies before ReadyForQuery). One such
-round trip serves every request that arrived before it was sent, so concurrent pollers
-share it; it is still far cheaper than reading and presenting the row.
+from memory the process therefore passes a catch-up barrier: a bare Sync message of the
+extended query protocol on the listening connection (libpq pipeline mode), which PostgreSQL
+answers with ReadyForQuery only after sending every notification committed before it
+(postgres.c delivers pending notifies before ReadyForQuery, whatever the message). One Sync
+serves every request that reached it in the same turn of the event loop, and Syncs are
+pipelined, so a request waits one round trip at most; it is far cheaper than reading and
+presenting the row.
 
 Three more rules keep a stale answer out:
 - A generation counter, bumped by every invalidation: a read that started before a change
@@ -30,11 +32,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import psycopg
 from cachetools import LRUCache
+from psycopg import pq
 from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import make_url
 
@@ -43,8 +48,8 @@ log = logging.getLogger(__name__)
 CHANNEL = "job_changed"
 EVERY_JOB = "*"  # the payload of a change that may touch any answer (a user's name)
 ANSWERS_KEPT = 10_000  # the least recently used go first beyond it
-# While idle the listening connection still reads its notifications this often (an unread
-# backlog would hold PostgreSQL's notification queue back); the same trip checks it lives.
+# Notifications are read as they arrive; while no request waits, one Sync this often checks
+# that the listening connection still answers (a cut network shows no error of its own).
 DRAIN_SECONDS = 1.0
 BARRIER_TIMEOUT_SECONDS = 2.0  # a barrier slower than this counts as a lost connection
 RELISTEN_SECONDS = 1.0
@@ -57,32 +62,118 @@ class Answer:
     team_id: uuid.UUID | None  # the job's team: who may be shown it
 
 
-class CatchUp:
-    """Round trips on one connection, each shared by every caller that arrived before it
-    was sent: `wait` returns after a round trip that started after the call."""
+class Barrier(Protocol):
+    def wait(self) -> Awaitable[None]:
+        """Done once every notification committed before the call has been applied."""
+        ...
 
-    def __init__(self, round_trip: Callable[[], Awaitable[object]]) -> None:
-        self._round_trip = round_trip
-        self._started = self._completed = 0
-        self._in_flight: asyncio.Future[None] | None = None
 
-    async def wait(self) -> None:
-        ticket = self._started + 1  # a trip in flight now may have been sent too early
-        while self._completed < ticket:
-            if self._in_flight is None:
-                self._started += 1
-                self._in_flight = asyncio.ensure_future(self._trip(self._started))
-            # Shielded: a caller that goes away does not cancel the others' trip.
-            await asyncio.shield(self._in_flight)
+class SyncBarrier:
+    """The listening connection, driven at libpq level in pipeline mode.
 
-    async def _trip(self, number: int) -> None:
+    A barrier is a bare Sync message: PostgreSQL answers it with ReadyForQuery only, after
+    every pending notification, with no query to parse, plan or run. Notifications are read
+    as they arrive (an event-loop reader on the socket), and every caller in one turn of the
+    event loop shares the Sync sent at the end of that turn; Syncs in flight are pipelined,
+    so a caller waits for one round trip at most. The connection takes no other command
+    once this holds it."""
+
+    def __init__(self, pgconn: pq.abc.PGconn, forget: Callable[[str], None]) -> None:
+        self._pgconn, self._forget = pgconn, forget
+        self._loop = asyncio.get_running_loop()
+        self._socket = pgconn.socket
+        self._in_flight: deque[list[asyncio.Future[None]]] = deque()  # oldest Sync first
+        self._unsent: list[asyncio.Future[None]] | None = None  # waiters of the next Sync
+        # Done, with the reason, once the connection is lost or closed.
+        self.lost: asyncio.Future[BaseException] = self._loop.create_future()
+        pgconn.enter_pipeline_mode()
+        self._loop.add_reader(self._socket, self._on_readable)
+
+    def wait(self) -> asyncio.Future[None]:
+        # One future per caller, not one shared: a caller that goes away cancels only its own.
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        if self.lost.done():
+            waiter.set_exception(ConnectionLost("the listening connection is closed"))
+            return waiter
+        if self._unsent is None:
+            self._unsent = []
+            self._loop.call_soon(self._send)
+        self._unsent.append(waiter)
+        return waiter
+
+    def close(self, why: BaseException) -> None:
+        """Stop reading and fail every waiter with `why` (a lost connection, a timeout)."""
+        if self.lost.done():
+            return
+        self._loop.remove_reader(self._socket)
+        self._loop.remove_writer(self._socket)
+        self.lost.set_result(why)
+        waiting = [*self._in_flight, self._unsent or []]
+        self._in_flight.clear()
+        self._unsent = None
+        for waiters in waiting:
+            _settle(waiters, why)
+
+    def _send(self) -> None:
+        waiters, self._unsent = self._unsent or [], None
+        if self.lost.done():
+            _settle(waiters, ConnectionLost("the listening connection is closed"))
+            return
         try:
-            # One timeout per trip, not per caller: a hung connection fails them all.
-            async with asyncio.timeout(BARRIER_TIMEOUT_SECONDS):
-                await self._round_trip()
-            self._completed = number
-        finally:
-            self._in_flight = None
+            self._pgconn.pipeline_sync()
+            if self._pgconn.flush():  # the socket is full: finish when it drains
+                self._loop.add_writer(self._socket, self._flush)
+        except psycopg.Error as error:
+            _settle(waiters, error)
+            self.close(error)
+            return
+        self._in_flight.append(waiters)
+
+    def _flush(self) -> None:
+        try:
+            if not self._pgconn.flush():
+                self._loop.remove_writer(self._socket)
+        except psycopg.Error as error:
+            self.close(error)
+
+    def _on_readable(self) -> None:
+        try:
+            self._pgconn.consume_input()
+            self._read_results()
+        except psycopg.Error as error:
+            self.close(error)
+
+    def _read_results(self) -> None:
+        while not self._pgconn.is_busy():
+            result = self._pgconn.get_result()
+            if result is None:
+                break
+            if result.status != pq.ExecStatus.PIPELINE_SYNC:
+                message = result.error_message.decode(errors="replace")
+                raise psycopg.OperationalError(message or "unexpected result on the listener")
+            # Every notification sent before this ReadyForQuery is parsed by now: apply
+            # them before releasing the Sync's waiters.
+            self._read_notifications()
+            _settle(self._in_flight.popleft(), None)
+        self._read_notifications()
+
+    def _read_notifications(self) -> None:
+        while (notice := self._pgconn.notifies()) is not None:
+            self._forget(notice.extra.decode(errors="replace"))
+
+
+class ConnectionLost(psycopg.OperationalError):
+    """The listening connection closed while a barrier waited for it."""
+
+
+def _settle(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue  # its caller went away
+        if error is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(error)
 
 
 class JobAnswers:
@@ -91,7 +182,7 @@ class JobAnswers:
     def __init__(self, maxsize: int = ANSWERS_KEPT) -> None:
         self._answers: LRUCache[uuid.UUID, Answer] = LRUCache(maxsize=maxsize)
         self.generation = 0
-        self._catch_up: CatchUp | None = None  # on the listening connection, while it lives
+        self._barrier: Barrier | None = None  # on the listening connection, while it lives
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -99,15 +190,15 @@ class JobAnswers:
     @property
     def listening(self) -> bool:
         """A listening connection is up (its barrier exists only while it lives)."""
-        return self._catch_up is not None
+        return self._barrier is not None
 
     async def fresh(self, job_id: uuid.UUID, team_filter: uuid.UUID | None) -> bytes | None:
         """The kept answer, once every change committed before this call is applied."""
-        catch_up = self._catch_up
-        if catch_up is None or self.lookup(job_id, team_filter) is None:
+        barrier = self._barrier
+        if barrier is None or self.lookup(job_id, team_filter) is None:
             return None  # a miss needs no barrier
         try:
-            await catch_up.wait()
+            await barrier.wait()
         except (psycopg.Error, OSError, TimeoutError) as error:
             self.stop_listening(error)
             return None
@@ -137,15 +228,15 @@ class JobAnswers:
         except ValueError:
             self._answers.clear()  # not ours to read: the safe answer is to keep nothing
 
-    def start_listening(self, catch_up: CatchUp) -> None:
+    def start_listening(self, barrier: Barrier) -> None:
         self._reset()
-        self._catch_up = catch_up
+        self._barrier = barrier
 
     def stop_listening(self, why: BaseException | None = None) -> None:
         if self.listening and why is not None:
             log.warning("job answers off: listening connection lost (%r)", why)
         self._reset()
-        self._catch_up = None
+        self._barrier = None
 
     def _reset(self) -> None:
         self.generation += 1
@@ -177,13 +268,28 @@ async def _listen_once(answers: JobAnswers, url: str) -> None:
     connection = await psycopg.AsyncConnection.connect(
         make_conninfo(url, application_name=APPLICATION_NAME), autocommit=True
     )
-    async with connection:
-        connection.add_notify_handler(lambda notice: answers.forget(notice.payload))
+    try:
         await connection.execute(f"LISTEN {CHANNEL}")
-        catch_up = CatchUp(lambda: connection.execute("SELECT 1"))
-        answers.start_listening(catch_up)
-        # Each trip reads the notifications that arrived meanwhile; one that fails or
-        # hangs (a cut network) ends the connection, and with it the cache.
-        while answers.listening:
-            await asyncio.sleep(DRAIN_SECONDS)
-            await catch_up.wait()
+        barrier = SyncBarrier(connection.pgconn, answers.forget)
+        answers.start_listening(barrier)
+        try:
+            await _watch(barrier)
+        finally:
+            barrier.close(ConnectionLost("the listener stopped"))
+    finally:
+        await connection.close()
+
+
+async def _watch(barrier: SyncBarrier) -> None:
+    """Return when the connection is lost; every `DRAIN_SECONDS` of quiet, one Sync checks
+    that it still answers (a cut network shows no error): a hung one fails every waiter."""
+    while True:
+        await asyncio.wait([barrier.lost], timeout=DRAIN_SECONDS)
+        if barrier.lost.done():
+            raise barrier.lost.result()
+        try:
+            async with asyncio.timeout(BARRIER_TIMEOUT_SECONDS):
+                await barrier.wait()
+        except TimeoutError as error:
+            barrier.close(error)
+            raise

@@ -2,19 +2,20 @@
 
 The caller (the `archsearch worker` command) builds Settings at the edge and passes them
 in, e.g. `create_app(Settings(worker_device="cuda")).worker_main([...])`; nothing here reads
-the environment. Signals wire the process's life: refuse a database schema behind the code,
-record the worker's presence per pool process, and reap expired leases.
+the environment. Signals wire the process's life: preload the engine before the pool forks,
+record the worker's presence per pool process, and reap expired leases. The database schema
+is checked before this process starts, by `archsearch worker` (`run_worker`), which exits
+with a message when it is behind the code: a check in a Celery signal could not refuse, as
+Celery's signal dispatch only logs a handler's exception.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import torch
@@ -62,12 +63,8 @@ def create_app(settings: Settings) -> Celery:
 def _connect_signals(process: WorkerProcess) -> None:
     settings = process.settings
 
-    def refuse_stale_schema(**_: object) -> None:
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as apart:
-            checked = apart.submit(check_schema, settings)
-            # Before the fork, once: every pool process inherits the loaded modules.
-            preload()
-            checked.result()
+    def preload_before_the_fork(**_: object) -> None:
+        preload()  # once, in the main process: every pool process inherits the loaded modules
 
     def register_process(**_: object) -> None:
         # In each pool process, after the fork: its threads, a warm torch, its own engine,
@@ -93,23 +90,10 @@ def _connect_signals(process: WorkerProcess) -> None:
         reaper.start()
 
     # weak=False: these closures have no other reference and must live as long as the app.
-    signals.worker_init.connect(refuse_stale_schema, weak=False)
+    signals.worker_init.connect(preload_before_the_fork, weak=False)
     signals.worker_process_init.connect(register_process, weak=False)
     signals.worker_process_shutdown.connect(unregister_process, weak=False)
     signals.worker_ready.connect(start_reaper, weak=False)
-
-
-def check_schema(settings: Settings) -> None:
-    """Refuse a database schema behind the code. Run in a short-lived child process: Alembic
-    (some 7 MB resident and 100 modules) never enters the main process, whose memory every
-    pool process inherits at the fork and counts in its own resident set."""
-    from archsearch.jobs.platform.migrate import ensure_schema_current
-
-    services = Services.from_settings(settings)
-    try:
-        ensure_schema_current(services.engine)
-    finally:
-        services.engine.dispose()
 
 
 def forward_stop_to_pool(**_: Any) -> None:

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import uuid
 
-from archsearch.api.job_answers import EVERY_JOB, Answer, CatchUp, JobAnswers, listen_url
+from archsearch.api.job_answers import EVERY_JOB, Answer, JobAnswers, listen_url
 
 TEAM, OTHER_TEAM = uuid.uuid4(), uuid.uuid4()
 
 
-async def no_round_trip() -> None:
-    """The barrier's trip, without a database: these tests never wait on it."""
+class NoRoundTrip:
+    """The barrier, without a database: these tests never wait on it."""
+
+    async def wait(self) -> None:
+        return None
 
 
 def listening_answers() -> JobAnswers:
     answers = JobAnswers(maxsize=4)
-    answers.start_listening(CatchUp(no_round_trip))
+    answers.start_listening(NoRoundTrip())
     return answers
 
 

@@ -115,3 +115,19 @@ def test_whole_split_uses_behave_as_the_normalised_tensor() -> None:
     assert torch.equal(data.x_test, full) and data.x_test.mean().item() == full.mean().item()
     with pytest.raises(TypeError, match="indexed by sample"):
         data.x_test[:, 0]
+
+
+def test_rows_are_float32_whatever_is_stored_or_the_default_dtype() -> None:
+    pixels = torch.arange(48, dtype=torch.uint8).view(3, 1, 4, 4)
+    reference = whole_array_normalise(pixels.numpy(), 16.0, 0.3, 0.4)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        for stored in (pixels, pixels.to(torch.float64)):
+            inputs = Inputs(stored, 16.0, (0.3,), (0.4,))
+            assert inputs[torch.tensor([2, 0])].dtype == torch.float32
+            assert torch.equal(inputs[torch.tensor([2, 0])], reference[[2, 0]])
+            assert torch.equal(inputs[1], reference[1])  # one sample: (C, H, W)
+    finally:
+        torch.set_default_dtype(previous)
+    assert torch.equal(pixels, torch.arange(48, dtype=torch.uint8).view(3, 1, 4, 4))

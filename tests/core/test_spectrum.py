@@ -12,7 +12,11 @@ import torch
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.methods import compare_spectra, prune
-from archsearch.core.pruning.spectrum import normalized_laplacian_spectrum, spectrum_pca
+from archsearch.core.pruning.spectrum import (
+    block_adjacency,
+    normalized_laplacian_spectrum,
+    spectrum_pca,
+)
 from archsearch.specs import parse_job_spec
 
 
@@ -41,6 +45,35 @@ def test_spectrum_matches_independent_computation() -> None:
     assert ours.min() > -1e-10 and ours.max() < 2 + 1e-10, (
         "normalized Laplacian eigenvalues lie in [0, 2]"
     )
+
+
+def dense_form_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
+    """The spectrum through the whole-graph adjacency and `I - d A d` as written: the dense
+    form the in-place construction must reproduce bit for bit."""
+    adjacency = block_adjacency(weights)
+    linked = (adjacency != 0).sum(1) > 1
+    adjacency = adjacency[linked][:, linked]
+    inv_sqrt = adjacency.sum(1).rsqrt()
+    eye = torch.eye(len(adjacency), dtype=torch.float64)
+    laplacian = eye - inv_sqrt[:, None] * adjacency * inv_sqrt[None, :]
+    isolated = torch.zeros(len(linked) - len(adjacency), dtype=torch.float64)
+    return torch.cat([isolated, torch.linalg.eigvalsh(laplacian)]).sort().values
+
+
+def test_spectrum_is_bit_identical_to_the_dense_form_with_cut_neurons() -> None:
+    generator = torch.Generator().manual_seed(3)
+    sizes = [60, 24, 12, 10]
+    weights = []
+    for n_in, n_out in zip(sizes, sizes[1:], strict=False):
+        w = torch.randn(n_out, n_in, generator=generator)
+        weights.append(w * (torch.rand(n_out, n_in, generator=generator) < 0.2))
+    weights[0][:, :15] = 0  # inputs with every link cut
+    weights[1][:4] = 0  # four hidden units with no link in
+    weights[2][:, :4] = 0  # nor out
+    for graph in (weights, [(w != 0).to(torch.float64) for w in weights]):
+        ours, dense = normalized_laplacian_spectrum(graph), dense_form_spectrum(graph)
+        assert torch.equal(ours, dense) and torch.equal(ours.signbit(), dense.signbit())
+        assert int((ours == 0).sum()) >= 15 + 4, "one zero per cut neuron at least"
 
 
 def test_disconnected_graph_has_one_zero_eigenvalue_per_component() -> None:

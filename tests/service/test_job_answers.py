@@ -8,6 +8,8 @@ notification) is how these tests see that an answer really came from memory.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +17,13 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
-from archsearch.api.job_answers import APPLICATION_NAME
+from archsearch.api.job_answers import APPLICATION_NAME, CHANNEL, ConnectionLost, SyncBarrier
+from archsearch.jobs.domain.jobs import claims, repository
+from archsearch.jobs.domain.tables import Job
+from archsearch.jobs.platform.db import transaction
+from archsearch.schemas.jobs import JobPublic
 from tests.service import procs
 from tests.service.conftest import Accounts
 
@@ -134,3 +141,101 @@ def test_a_lost_listener_turns_the_memory_off_until_it_listens_again(
         assert read()["step"] == 2
         _write(pg_url, "UPDATE jobs SET step = 3 WHERE id = %s", job_id, notify=False)
         assert read()["step"] == 2, "listening again, the memory should be back on"
+
+
+class Notifications:
+    """What `job_changed` carries, read exactly: each `committed` round trip on the
+    listening connection returns after every notification committed before it."""
+
+    def __init__(self, pg_url: str) -> None:
+        self.connection = psycopg.connect(pg_url, autocommit=True)
+        self.payloads: list[str] = []
+        self.connection.add_notify_handler(lambda notice: self.payloads.append(notice.payload))
+        self.connection.execute(f"LISTEN {CHANNEL}")
+
+    def committed(self) -> list[str]:
+        self.connection.execute("SELECT 1")
+        payloads, self.payloads = self.payloads, []
+        return payloads
+
+
+@pytest.fixture
+def notifications(pg_url: str) -> Iterator[Notifications]:
+    listening = Notifications(pg_url)
+    yield listening
+    listening.connection.close()
+
+
+def test_a_job_notifies_a_change_of_what_it_shows_and_not_a_lease_renewal(
+    api: str,
+    pg_url: str,
+    accounts: Accounts,
+    sessions: sessionmaker[Session],
+    notifications: Notifications,
+) -> None:
+    job_id = _running_job(api, accounts.tokens["alice"], pg_url)
+    _write(pg_url, "UPDATE jobs SET worker = 'w1', lease_expires_at = now() WHERE id = %s", job_id)
+    assert notifications.committed() == [job_id]
+    updated_at = _updated_at(pg_url, job_id)
+    with transaction(sessions) as session:
+        assert claims.renew_lease(session, uuid.UUID(job_id), "w1", 30)
+    assert notifications.committed() == [], "a lease renewal changes nothing the answer shows"
+    assert _updated_at(pg_url, job_id) == updated_at
+    with transaction(sessions) as session:
+        repository.record_progress(session, uuid.UUID(job_id), 5, 10, {"loss": 0.5})
+    assert notifications.committed() == [job_id]
+    _write(pg_url, "UPDATE jobs SET cancel_requested_by = 'x' WHERE id = %s", job_id)
+    assert notifications.committed() == []  # not shown either
+    _write(pg_url, "UPDATE jobs SET status = 'failed' WHERE id = %s", job_id)
+    assert notifications.committed() == [job_id]
+    _write(pg_url, "DELETE FROM jobs WHERE id = %s", job_id)
+    assert notifications.committed() == [job_id]
+
+
+def test_a_queued_job_notifies_nothing(
+    api: str, pg_url: str, accounts: Accounts, notifications: Notifications
+) -> None:
+    with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
+        job_id = client.post("/v1/jobs", json=JOB).raise_for_status().json()["id"]
+    _write(pg_url, "UPDATE jobs SET step = 3, priority = 10 WHERE id = %s", job_id)
+    assert notifications.committed() == []
+
+
+def test_the_trigger_compares_every_column_the_answer_shows(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (definition,) = conn.execute(
+            "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'jobs_notify_changed'"
+        ).fetchone()  # type: ignore[misc]
+    compared = set(re.findall(r"\bold\.(\w+)", definition))
+    shown = set(JobPublic.model_fields) & {column.name for column in Job.__table__.columns}
+    assert shown <= compared, f"shown but not compared: {sorted(shown - compared)}"
+
+
+def _updated_at(pg_url: str, job_id: str) -> object:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        return conn.execute("SELECT updated_at FROM jobs WHERE id = %s", (job_id,)).fetchone()
+
+
+def test_the_barrier_applies_every_notification_committed_before_it(pg_url: str) -> None:
+    asyncio.run(_barrier_rounds(pg_url))
+
+
+async def _barrier_rounds(pg_url: str) -> None:
+    connection = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+    await connection.execute(f"LISTEN {CHANNEL}")
+    seen: list[str] = []
+    barrier = SyncBarrier(connection.pgconn, seen.append)
+    try:
+        for round_ in range(20):
+            _write(pg_url, "SELECT pg_notify(%s, %s)", CHANNEL, str(round_))
+            waiters = [asyncio.ensure_future(barrier.wait()) for _ in range(5)]
+            waiters[0].cancel()  # a caller that goes away leaves the others their Sync
+            await asyncio.gather(*waiters[1:])
+            assert seen[-1] == str(round_)  # before any waiter was released
+        _write(pg_url, "SELECT pg_terminate_backend(%s)", connection.pgconn.backend_pid)
+        await asyncio.wait_for(asyncio.shield(barrier.lost), 10)
+        with pytest.raises(psycopg.Error):
+            await barrier.wait()
+    finally:
+        barrier.close(ConnectionLost("test over"))
+        await connection.close()

@@ -8,12 +8,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 
 from archsearch.jobs.domain.metadata import metadata
 from archsearch.jobs.platform.db import make_engine
-from archsearch.jobs.platform.migrate import upgrade
+from archsearch.jobs.platform.migrate import alembic_config, upgrade
 from tests.conftest import REPO_ROOT
 from tests.service.procs import create_database, drop_database
 
@@ -82,3 +84,30 @@ def test_processes_refuse_a_database_that_is_behind(command: list[str], tmp_path
         assert current.returncode == 0, current.stdout + current.stderr
     finally:
         drop_database(name)
+
+
+def test_job_notification_triggers_go_down_to_0019_and_back() -> None:
+    name = f"archsearch_notify_{uuid.uuid4().hex[:8]}"
+    url = create_database(name)
+    try:
+        upgrade(url)
+        assert _job_triggers(url) == {"jobs_notify_changed", "jobs_notify_deleted"}
+        command.downgrade(alembic_config(url), "0019")
+        assert _job_triggers(url) == {"jobs_notify_changed"}  # 0019's: updates and deletes
+        upgrade(url)
+        assert _job_triggers(url) == {"jobs_notify_changed", "jobs_notify_deleted"}
+        assert model_migration_drift(url) == []
+    finally:
+        drop_database(name)
+
+
+def _job_triggers(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'jobs_notify_%'")
+            )
+            return {tgname for (tgname,) in rows}
+    finally:
+        engine.dispose()

@@ -15,16 +15,7 @@ import torch
 
 def block_adjacency(weights: list[torch.Tensor]) -> torch.Tensor:
     """Symmetric adjacency of the layered graph. `weights[l]` is (n_{l+1}, n_l)."""
-    sizes = [weights[0].shape[1], *(w.shape[0] for w in weights)]
-    offsets = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
-    adjacency = torch.eye(offsets[-1], dtype=torch.float64)  # self-loops: the "1" blocks
-    for layer, w in enumerate(weights):
-        rows = slice(offsets[layer], offsets[layer + 1])
-        cols = slice(offsets[layer + 1], offsets[layer + 2])
-        block = w.detach().abs().to(torch.float64).T  # (n_l, n_{l+1})
-        adjacency[rows, cols] = block
-        adjacency[cols, rows] = block.T
-    return adjacency
+    return _adjacency(weights, [torch.ones(n, dtype=torch.bool) for n in _layer_sizes(weights)])
 
 
 def normalized_laplacian_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
@@ -35,22 +26,59 @@ def normalized_laplacian_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
     own. Those are set aside before the O(N^3) solve (294 of the 1178 neurons of
     a density-0.1 MNIST MLP, 2.4x less work); the other eigenvalues are those of the linked
     neurons' block, equal up to float rounding.
+
+    Memory: the linked neurons' block is the only (n, n) float64 matrix built, and L is made
+    from it in place (the dense whole-graph adjacency, its cut copies and the temporaries of
+    `I - d A d` were five more of them: ~30 MB at the end of an MNIST prune job). Every entry
+    takes the same float64 operations as that dense form, so the spectrum is bit-identical.
     """
-    adjacency = block_adjacency(weights)
-    linked = (adjacency != 0).sum(1) > 1  # (N,) more than the self-loop
-    adjacency = adjacency[linked][:, linked]
-    inv_sqrt = adjacency.sum(1).rsqrt()  # degrees >= 1 thanks to the self-loops
-    laplacian = (
-        torch.eye(len(adjacency), dtype=torch.float64)
-        - inv_sqrt[:, None] * adjacency * inv_sqrt[None, :]
-    )
+    linked = _linked_neurons(weights)  # per layer, (n_l,) bool
+    laplacian = _adjacency(weights, linked)  # (n, n) over linked neurons only
+    inv_sqrt = laplacian.sum(1).rsqrt()  # degrees >= 1 thanks to the self-loops
+    # I - D^-1/2 A D^-1/2 in place: 0 + (-x) and 1 + (-x) are exactly 0 - x and 1 - x,
+    # signed zeros included.
+    laplacian.mul_(inv_sqrt[:, None]).mul_(inv_sqrt[None, :]).neg_().add_(0.0)
+    laplacian.diagonal().add_(1.0)
     # torch's solve, on the torch threads the worker set (one in the benches). numpy's
     # OpenBLAS starts a thread per core whatever those are, and its threads spin while they
     # wait: on a busy machine the same solve cost 0.2-1.2 s of CPU instead of 0.08 s.
-    eigenvalues = torch.linalg.eigvalsh(laplacian)  # (linked,) ascending
-    isolated = torch.zeros(len(linked) - len(adjacency), dtype=torch.float64)
+    eigenvalues = torch.linalg.eigvalsh(laplacian)  # (n,) ascending
+    del laplacian
+    neurons = sum(len(layer) for layer in linked)
+    isolated = torch.zeros(neurons - len(eigenvalues), dtype=torch.float64)
     spectrum: torch.Tensor = torch.cat([isolated, eigenvalues]).sort().values  # (N,)
     return spectrum
+
+
+def _layer_sizes(weights: list[torch.Tensor]) -> list[int]:
+    return [weights[0].shape[1], *(w.shape[0] for w in weights)]
+
+
+def _linked_neurons(weights: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Per layer, which neurons have a link besides their self-loop (a nonzero weight in or
+    out), without the dense adjacency."""
+    linked = [torch.zeros(n, dtype=torch.bool) for n in _layer_sizes(weights)]
+    for layer, w in enumerate(weights):
+        nonzero = w.detach() != 0  # (n_{l+1}, n_l)
+        linked[layer] |= nonzero.any(0)
+        linked[layer + 1] |= nonzero.any(1)
+    return linked
+
+
+def _adjacency(weights: list[torch.Tensor], keep: list[torch.Tensor]) -> torch.Tensor:
+    """The block adjacency restricted to the neurons in `keep` (per layer, (n_l,) bool):
+    |W_l| between consecutive layers, 1 on the diagonal, as float64."""
+    counts = [int(k.sum()) for k in keep]
+    offsets = [sum(counts[:i]) for i in range(len(counts) + 1)]
+    adjacency = torch.eye(offsets[-1], dtype=torch.float64)  # self-loops: the "1" blocks
+    for layer, w in enumerate(weights):
+        rows = slice(offsets[layer], offsets[layer + 1])
+        cols = slice(offsets[layer + 1], offsets[layer + 2])
+        kept = w.detach()[keep[layer + 1]][:, keep[layer]]  # (k_{l+1}, k_l)
+        block = kept.abs().to(torch.float64).T  # (k_l, k_{l+1})
+        adjacency[rows, cols] = block
+        adjacency[cols, rows] = block.T
+    return adjacency
 
 
 def mlp_weights(state: dict[str, torch.Tensor]) -> list[torch.Tensor]:

@@ -76,7 +76,12 @@ def renew_lease(session: Session, job_id: uuid.UUID, worker: str, lease_seconds:
     result = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.worker == worker, Job.status == JobStatus.running)
-        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+        # `updated_at` stays: it is when what the job shows last changed, and a renewal
+        # changes nothing shown (so it notifies no API process either: migration 0020).
+        .values(
+            lease_expires_at=utcnow() + timedelta(seconds=lease_seconds),
+            updated_at=Job.updated_at,
+        )
     )
     renewed = bool(result.rowcount)  # type: ignore[attr-defined]
     if renewed:

@@ -1,0 +1,202 @@
+"""GET /v1/jobs/{id} in process: the CPU and wall time of one request answered from memory,
+against the bare route of `_bare_app.py`, both called straight through ASGI (no HTTP server,
+no client process), one request at a time.
+
+Arms, interleaved per round: `hit` (the kept answer, behind its catch-up barrier, as served),
+`no barrier` (the same, the barrier skipped: what the barrier costs; not a way to serve, it
+can answer stale), `miss` (the memory off: one row read and presented), `bare` (the service
+bench's yardstick, a sync handler: FastAPI runs it in its thread pool) and, for information,
+`bare async` (the same route as `async def`, no thread hop, as ours is). CPU is this
+process's (every thread's) user + system time per request, so it includes the listener's
+work. `--profile ARM` prints cProfile's top entries of that arm instead.
+
+    PYTHONPATH=$PWD python bench/get_job_cpu.py [--requests 2000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _bare_app import BODY  # noqa: E402
+from _bare_app import app as bare_app  # noqa: E402
+from fastapi import FastAPI  # noqa: E402
+
+from archsearch.api.app import create_app  # noqa: E402
+from archsearch.api.job_answers import JobAnswers  # noqa: E402
+from archsearch.jobs.platform.broker import CeleryEnqueuer  # noqa: E402
+from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
+from archsearch.jobs.platform.services import Services  # noqa: E402
+from archsearch.jobs.platform.settings import Settings  # noqa: E402
+from tests.service import procs  # noqa: E402
+
+JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 1}}
+bare_async_app = FastAPI()
+
+
+@bare_async_app.get("/v1/jobs/{job_id}")
+async def read_job(job_id: str) -> dict[str, object]:
+    return {**BODY, "id": job_id}
+
+
+ASGI = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+def scope(method: str, path: str, token: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", b"application/json"),
+        ],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+async def call(app: ASGI, method: str, path: str, token: str, body: bytes = b"") -> bytes:
+    """One request through the app; its body (asserting a 2xx)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope(method, path, token), receive, send)
+    assert 200 <= sent[0]["status"] < 300, sent
+    return b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def measure(app: ASGI, path: str, token: str, requests: int) -> tuple[float, float]:
+    """CPU and wall microseconds per request of `requests` sequential GETs."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(requests):
+        await call(app, "GET", path, token)
+    n = requests / 1e6
+    return (time.process_time() - cpu) / n, (time.perf_counter() - wall) / n
+
+
+async def skip_barrier(answers: JobAnswers, job_id: uuid.UUID, team: uuid.UUID | None) -> Any:
+    return answers.lookup(job_id, team)
+
+
+async def arm(name: str, app: ASGI, path: str, token: str, requests: int) -> tuple[float, float]:
+    if name.startswith("bare"):
+        return await measure(bare_app if name == "bare" else bare_async_app, path, token, requests)
+    state = app.state.archsearch  # type: ignore[attr-defined]
+    fresh = JobAnswers.fresh
+    if name == "no barrier":
+        JobAnswers.fresh = skip_barrier  # type: ignore[method-assign,assignment]
+    if name == "miss":
+        JobAnswers.fresh = lambda *_: skip_none()  # type: ignore[method-assign,assignment,misc]
+    try:
+        await call(app, "GET", path, token)  # one to keep the answer
+        assert name == "miss" or len(state.job_answers) > 0, "the answer was not kept"
+        return await measure(app, path, token, requests)
+    finally:
+        JobAnswers.fresh = fresh  # type: ignore[method-assign]
+
+
+async def skip_none() -> None:
+    return None
+
+
+async def run(args: argparse.Namespace, database_url: str, token: str) -> None:
+    settings = Settings(
+        database_url=database_url,
+        broker_url=procs.REDIS_URL,
+        queue_name=f"bench-get-{uuid.uuid4().hex[:8]}",
+        auth="token",
+    )
+    app = create_app(Services.from_settings(settings), CeleryEnqueuer(settings))
+    async with app.router.lifespan_context(app):
+        while not app.state.archsearch.job_answers.listening:
+            await asyncio.sleep(0.05)
+        created = await call(app, "POST", "/v1/jobs", token, body=json.dumps(JOB).encode())
+        job_id = uuid.UUID(json.loads(created)["id"])
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("UPDATE jobs SET status = 'running' WHERE id = %s", (job_id,))
+        await asyncio.sleep(0.2)  # the notification of that change, before the first keep
+        path = f"/v1/jobs/{job_id}"
+        if args.profile:
+            await profile(args.profile, app, path, token, args.requests)
+            return
+        await report(app, path, token, args)
+
+
+async def report(app: ASGI, path: str, token: str, args: argparse.Namespace) -> None:
+    arms = ["hit", "no barrier", "miss", "bare", "bare async"]
+    results: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
+    for _ in range(args.rounds):
+        for name in arms:
+            results[name].append(await arm(name, app, path, token, args.requests))
+    print(
+        f"GET job in process, {args.requests} sequential requests per arm per round, load "
+        f"{os.getloadavg()[0]:.1f}; us per request, median over {args.rounds} rounds (spread):"
+    )
+    bare_cpu, async_cpu = (statistics.median(c for c, _ in results[a]) for a in arms[-2:])
+    for name in arms:
+        cpus, walls = [c for c, _ in results[name]], [w for _, w in results[name]]
+        print(
+            f"  {name:<11} CPU {statistics.median(cpus):7.0f} ({min(cpus):.0f}-{max(cpus):.0f})"
+            f"  wall {statistics.median(walls):7.0f} ({min(walls):.0f}-{max(walls):.0f})"
+            f"  CPU / bare {statistics.median(cpus) / bare_cpu:.2f}x"
+            f", / bare async {statistics.median(cpus) / async_cpu:.2f}x"
+        )
+
+
+async def profile(name: str, app: ASGI, path: str, token: str, requests: int) -> None:
+    profiler = cProfile.Profile(time.thread_time)  # CPU, not wall: a preempted send is not ours
+    profiler.enable()
+    await arm(name, app, path, token, requests)
+    profiler.disable()
+    stats = pstats.Stats(profiler).sort_stats("tottime")
+    stats.print_stats(35)
+    stats.sort_stats("cumtime").print_stats("archsearch", 25)  # ours, by what they hold
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", choices=["hit", "no barrier", "miss", "bare", "bare async"])
+    args = parser.parse_args()
+    name = f"archsearch_bench_{uuid.uuid4().hex[:8]}"
+    database_url = procs.create_database(name)
+    try:
+        upgrade(database_url)
+        token = procs.user_with_token(database_url)
+        asyncio.run(run(args, database_url, token))
+    finally:
+        procs.drop_database(name)
+
+
+if __name__ == "__main__":
+    main()
