@@ -10,20 +10,14 @@ ones kept dense) is swapped for a subclass that owns `mask_logits` (a Parameter)
 subclasses are still nn.Linear / nn.Conv2d, so FLOP counters and init code keep working.
 A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gradient.
 
-Unit granularity (`units`): one logit per unit of the layer before, i.e. per input column
-group of this layer (per input channel of a conv; per input channel's `positions` flattened
-inputs of a head that reads a conv's feature map). A unit whose mask is 0 is read by no one,
-so compaction removes it (and the filter or neuron that computes it) exactly: the compact
-model is an ordinary smaller dense network. The mask sits on the reading layer, not on the
-producing one, because a zeroed filter followed by batch norm still outputs a constant that
-padding makes impossible to fold away; a cut read edge always folds to nothing.
+Unit granularity (`units`, one logit per unit read): `nn.unit_columns`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -36,16 +30,9 @@ from archsearch.core.nn.two_temperature import (
     positive_indicator,
     two_temperature_sigmoid,
 )
+from archsearch.core.nn.unit_columns import UnitColumns, UnitRead
 
 MaskInit = Literal["uniform", "half_normal", "normal"]
-
-
-class UnitRead(NamedTuple):
-    """At unit granularity, what a masked layer reads: the units of layer `source`, `width`
-    of them (its input columns come in `width` equal groups, one per unit)."""
-
-    source: str
-    width: int
 
 
 def initial_logits(weight: torch.Tensor, scale: float, init: str) -> torch.Tensor:
@@ -66,17 +53,14 @@ def initial_logits(weight: torch.Tensor, scale: float, init: str) -> torch.Tenso
     return scale * (0.5 + 0.5 * torch.rand(shape, device=device))
 
 
-class MaskedMixin:
+class MaskedMixin(UnitColumns):
     """Shared mask state of MaskedLinear and MaskedConv2d."""
 
-    weight: torch.Tensor
     mask_logits: nn.Parameter
     mask_frozen: torch.Tensor
     t_hard: float
     t_soft: float
     binary_forward: bool
-    unit_source: str | None = None  # unit granularity: the layer whose outputs are masked
-    unit_count: int = 0  # its outputs (0: this layer's input width)
 
     def init_mask(
         self,
@@ -101,38 +85,9 @@ class MaskedMixin:
         self.t_hard, self.t_soft = t_hard, t_soft
         self.binary_forward = binary_forward
 
-    def _units(self) -> int:
-        """Input units at unit granularity: in_channels of a conv; for a Linear, the units
-        of the layer it reads (`unit_count`, e.g. a conv's channels read by a flattening head)."""
-        return self.unit_count or int(self.weight.shape[1])
-
-    def expand(self, unit_mask: torch.Tensor) -> torch.Tensor:
-        """A mask shaped like the logits, broadcast to the weight's shape."""
-        if self.unit_source is None:
-            return unit_mask
-        grouped = unit_mask.view(1, -1, 1).expand(self.weight.shape[0], -1, self._group())
-        return grouped.reshape(self.weight.shape)
-
-    def units_kept(self, weight_mask: torch.Tensor) -> torch.Tensor:
-        """The unit mask of a weight-shaped mask: a unit is kept when any of its columns
-        is (`expand` of it gives `weight_mask` back when the mask is unit-structured)."""
-        grouped = weight_mask.to(torch.bool).reshape(self.weight.shape[0], self._units(), -1)
-        return grouped.any(dim=2).any(dim=0)
-
-    def _group(self) -> int:
-        """Weight entries per (output, input unit) pair: kernel area or positions."""
-        return self.weight[0].numel() // self._units()
-
     def hard_mask(self) -> torch.Tensor:
         """1[w > 0] shaped like the weight (unit masks broadcast over their columns)."""
         return self.expand((self.mask_logits.detach() > 0).to(self.weight.dtype))
-
-    def unit_magnitude(self) -> torch.Tensor:
-        """|w| shaped like the logits: per weight, or the L1 norm of a unit's read column."""
-        weight = self.weight.detach().abs()
-        if self.unit_source is None:
-            return weight
-        return weight.reshape(weight.shape[0], self._units(), -1).sum(dim=(0, 2))
 
     def frozen_mask(self) -> torch.Tensor:
         """`hard_mask()`, computed once while the logits stay unchanged.
@@ -191,9 +146,7 @@ class MaskedMixin:
             return masked_weight_product(
                 self.weight, self.mask_logits, self.t_hard, self.t_soft, positive
             )
-        out = self.weight.shape[0]
-        grouped = self.weight.reshape(out, self._units(), -1) * self.mask().view(1, -1, 1)
-        return grouped.reshape(self.weight.shape)
+        return self.unit_product(self.mask())
 
 
 class MaskedLinear(MaskedMixin, nn.Linear):

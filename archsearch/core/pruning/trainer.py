@@ -209,8 +209,7 @@ class MaskTrainer:
         # switched off. With the cap, any logit whose loss gradient the penalty outweighs
         # crosses zero within about logit_init / mask_lr steps.
         if self.schedule.logit_cap is not None:
-            for p in self.logits:
-                p.clamp_(max=self.schedule.logit_cap)
+            torch._foreach_clamp_max_(tuple(self.logits), self.schedule.logit_cap)
 
     def after_step(self, step: int) -> dict[str, float]:
         if self.frozen_density is not None:
@@ -228,7 +227,8 @@ class MaskTrainer:
             # which keys the layers' cached masks (`positive_mask`, `frozen_mask`).
             increment_version(self.logits)
             self._cap_logits()
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in self.logits:  # `zero_grad(set_to_none=True)`, without torch's wrapper
+            p.grad = None
         current = self.density()
         if frozen:
             self.frozen_density = current
