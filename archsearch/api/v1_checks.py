@@ -2,16 +2,14 @@
 token's scope (403), then storable text and known query parameters (422).
 
 One dependency rather than several because FastAPI's resolution of each costs more than
-most of these checks, and a route reads the checked caller through the same dependency
-(`V1Caller`, cached for the request), so the hottest route (GET /v1/jobs/{id}) resolves
-nothing else.
+most of these checks. It keeps the caller on the request (`current_principal` does), so a
+route's `CurrentUser` does not authenticate again, and the hottest route (GET
+/v1/jobs/{id}) reads it with `checked_caller`, resolving no dependency of its own.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import Depends, Request
+from fastapi import Request
 
 from archsearch.api.auth import PRINCIPAL_KEY, api_principal, current_principal
 from archsearch.api.query_params import reject_unknown_query
@@ -28,12 +26,9 @@ async def checked_v1_request(request: Request) -> Principal:
     return principal
 
 
-V1Caller = Annotated[Principal, Depends(checked_v1_request)]
-
-
 def checked_caller(request: Request) -> Principal:
     """The caller that `checked_v1_request`, a dependency of every /v1 router, let through:
-    what `V1Caller` gives, without a dependency for FastAPI to solve again (the hottest
-    route's way). Outside a /v1 router there is none: a KeyError, never another caller."""
+    no dependency for FastAPI to solve (the hottest route's way). Outside a /v1 router
+    there is none: a KeyError, never another caller."""
     principal: Principal = request.scope[PRINCIPAL_KEY]
     return principal
