@@ -1,5 +1,8 @@
 """The peers of the service benchmark, served by uvicorn exactly as `archsearch api` serves
-ours (one process): a bare route returning a job-sized JSON body (sync handler), and a bare
+ours (one process): a bare route returning a job-sized JSON body, written `async def` as anyone
+would write a route that does no I/O (the cheapest FastAPI route: no thread-pool hop), the
+same route as a sync handler at /sync/v1/jobs/{job_id} (the service bench prints it for
+information: FastAPI runs it in its thread pool), and a bare
 `FileResponse` of an artifact's file under the artifact root given as the second argument
 (no database, no token, no checks), the floor an artifact download is measured against."""
 
@@ -28,7 +31,12 @@ BODY = {
 
 
 @app.get("/v1/jobs/{job_id}")
-def read_job(job_id: str) -> dict[str, object]:
+async def read_job(job_id: str) -> dict[str, object]:
+    return {**BODY, "id": job_id}
+
+
+@app.get("/sync/v1/jobs/{job_id}")
+def read_job_sync(job_id: str) -> dict[str, object]:
     return {**BODY, "id": job_id}
 
 

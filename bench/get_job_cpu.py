@@ -5,10 +5,11 @@ no client process), one request at a time.
 Arms, interleaved per round: `hit` (the kept answer, behind its catch-up barrier, as served),
 `no barrier` (the same, the barrier skipped: what the barrier costs; not a way to serve, it
 can answer stale), `miss` (the memory off: one row read and presented), `bare` (the service
-bench's yardstick, a sync handler: FastAPI runs it in its thread pool) and, for information,
-`bare async` (the same route as `async def`, no thread hop, as ours is). CPU is this
-process's (every thread's) user + system time per request, so it includes the listener's
-work. `--profile ARM` prints cProfile's top entries of that arm instead.
+bench's yardstick: an `async def` route returning the same job-sized JSON, no thread hop, as
+ours is) and, for information, `bare sync` (the same route as a sync handler: FastAPI runs it
+in its thread pool). CPU is this process's (every thread's) user + system time per request,
+so it includes the listener's work. `--profile ARM` prints cProfile's top entries of that
+arm instead.
 
     PYTHONPATH=$PWD python bench/get_job_cpu.py [--requests 2000] [--rounds 5]
 """
@@ -34,9 +35,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _bare_app import BODY  # noqa: E402
 from _bare_app import app as bare_app  # noqa: E402
-from fastapi import FastAPI  # noqa: E402
 
 from archsearch.api.app import create_app  # noqa: E402
 from archsearch.api.job_answers import JobAnswers  # noqa: E402
@@ -47,13 +46,6 @@ from archsearch.jobs.platform.settings import Settings  # noqa: E402
 from tests.service import procs  # noqa: E402
 
 JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 1}}
-bare_async_app = FastAPI()
-
-
-@bare_async_app.get("/v1/jobs/{job_id}")
-async def read_job(job_id: str) -> dict[str, object]:
-    return {**BODY, "id": job_id}
-
 
 ASGI = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
@@ -109,7 +101,7 @@ async def skip_barrier(answers: JobAnswers, job_id: uuid.UUID, team: uuid.UUID |
 
 async def arm(name: str, app: ASGI, path: str, token: str, requests: int) -> tuple[float, float]:
     if name.startswith("bare"):
-        return await measure(bare_app if name == "bare" else bare_async_app, path, token, requests)
+        return await measure(bare_app, path if name == "bare" else "/sync" + path, token, requests)
     state = app.state.archsearch  # type: ignore[attr-defined]
     fresh = JobAnswers.fresh
     if name == "no barrier":
@@ -152,7 +144,7 @@ async def run(args: argparse.Namespace, database_url: str, token: str) -> None:
 
 
 async def report(app: ASGI, path: str, token: str, args: argparse.Namespace) -> None:
-    arms = ["hit", "no barrier", "miss", "bare", "bare async"]
+    arms = ["hit", "no barrier", "miss", "bare", "bare sync"]
     results: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
     for _ in range(args.rounds):
         for name in arms:
@@ -161,14 +153,14 @@ async def report(app: ASGI, path: str, token: str, args: argparse.Namespace) -> 
         f"GET job in process, {args.requests} sequential requests per arm per round, load "
         f"{os.getloadavg()[0]:.1f}; us per request, median over {args.rounds} rounds (spread):"
     )
-    bare_cpu, async_cpu = (statistics.median(c for c, _ in results[a]) for a in arms[-2:])
+    bare_cpu, sync_cpu = (statistics.median(c for c, _ in results[a]) for a in arms[-2:])
     for name in arms:
         cpus, walls = [c for c, _ in results[name]], [w for _, w in results[name]]
         print(
             f"  {name:<11} CPU {statistics.median(cpus):7.0f} ({min(cpus):.0f}-{max(cpus):.0f})"
             f"  wall {statistics.median(walls):7.0f} ({min(walls):.0f}-{max(walls):.0f})"
             f"  CPU / bare {statistics.median(cpus) / bare_cpu:.2f}x"
-            f", / bare async {statistics.median(cpus) / async_cpu:.2f}x"
+            f", / bare sync {statistics.median(cpus) / sync_cpu:.2f}x"
         )
 
 
@@ -186,7 +178,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", choices=["hit", "no barrier", "miss", "bare", "bare async"])
+    parser.add_argument("--profile", choices=["hit", "no barrier", "miss", "bare", "bare sync"])
     args = parser.parse_args()
     name = f"archsearch_bench_{uuid.uuid4().hex[:8]}"
     database_url = procs.create_database(name)

@@ -9,7 +9,11 @@ a bare prefork Celery worker that marks it running).
    created_at, written by the servers; both clients poll every 50 ms.
 2. GET /v1/jobs/{id} requests per second (with a bearer token, checked on every request, as
    in team mode) against the bare route, interleaved rounds with the same concurrent client;
-   printed as a ratio.
+   printed as a ratio. The yardstick is the cheapest bare FastAPI route: `async def`
+   returning the same job-sized JSON (`_bare_app.py`), as anyone would write a route without
+   I/O. The same route as a sync handler (run in FastAPI's thread pool, which costs several
+   times the async one in process) is measured in the same rounds and printed for
+   information only; the target is judged against the async route.
 3. Artifact downloads (the same token) against a bare `FileResponse` of the same file on
    disk (`_bare_app.py`), interleaved rounds: the last job's largest artifact (~200 kB,
    where per-request work shows) and a 16 MiB file recorded as an artifact of that job
@@ -17,7 +21,7 @@ a bare prefork Celery worker that marks it running).
    The server's CPU time per request (its process's user + system time from /proc over
    each round) is printed beside the rate, as a ratio to the bare route's.
 Targets: median submit-to-running < 100 ms and <= 2x the bare pipeline's (p50); GET job CPU
-<= 1.5x the bare route's; throughput ratio >= 0.5; downloads >= 0.9x the bare FileResponse.
+<= 1.5x the bare async route's; throughput ratio >= 0.5; downloads >= 0.9x the bare FileResponse.
 
     python bench/service.py [--jobs 50] [--seconds 3] [--rounds 5]
 """
@@ -144,23 +148,20 @@ class Rate:
 
 
 def throughput(
-    ours: str,
-    bare: str,
+    urls: list[str],
     args: argparse.Namespace,
     headers: dict[str, str],
     concurrency: int = 8,
     method: str = "GET",
-    pids: tuple[int | None, int | None] = (None, None),
-) -> tuple[list[Rate], list[Rate]]:
-    our_rates, bare_rates = [], []
-    for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits both alike
-        our_rates.append(
-            asyncio.run(_hammer(ours, args.seconds, concurrency, headers, method, pids[0]))
-        )
-        bare_rates.append(
-            asyncio.run(_hammer(bare, args.seconds, concurrency, headers, method, pids[1]))
-        )
-    return our_rates, bare_rates
+    pids: list[int | None] | None = None,
+) -> list[list[Rate]]:
+    """Each URL's rates per round (its server's CPU per request where `pids` names it)."""
+    pids = pids or [None] * len(urls)
+    rates: list[list[Rate]] = [[] for _ in urls]
+    for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
+        for url, pid, arm in zip(urls, pids, rates, strict=True):
+            arm.append(asyncio.run(_hammer(url, args.seconds, concurrency, headers, method, pid)))
+    return rates
 
 
 def record_big_artifact(database_url: str, artifact_root: Path, job_id: uuid.UUID) -> str:
@@ -195,11 +196,13 @@ def downloads(
         assert body == httpx.get(bare + path).content, "the two servers must send one file"
         concurrency = 8 if name != BIG_NAME else 2
         label = f"GET {name}, {len(body)} bytes"
-        results[label] = throughput(api + path, bare + path, args, headers, concurrency)
+        ours, theirs = throughput([api + path, bare + path], args, headers, concurrency)
+        results[label] = ours, theirs
     path = f"/v1/jobs/{job_id}/artifacts/{names[0]}"
     answer = httpx.head(api + path, headers=headers).status_code
     if answer == 200:
-        results[f"HEAD {names[0]}"] = throughput(api + path, bare + path, args, headers, 8, "HEAD")
+        ours, theirs = throughput([api + path, bare + path], args, headers, 8, "HEAD")
+        results[f"HEAD {names[0]}"] = ours, theirs
     else:
         print(f"HEAD {path}: archsearch answers {answer}, not measured")
     return results
@@ -231,10 +234,15 @@ def main() -> None:
             small = max(client.artifacts(job_id), key=lambda a: a.size).name
         path = f"/v1/jobs/{job_id}"
         headers = {"Authorization": f"Bearer {token}"}
-        pids = (started[0].popen.pid, started[2].popen.pid)  # the API, the bare app
-        ours, theirs = throughput(api + path, bare + path, args, headers, pids=pids)
+        bare_pid = started[2].popen.pid  # the bare app serves both bare routes
+        ours, theirs, sync = throughput(
+            [api + path, bare + path, bare + "/sync" + path],
+            args,
+            headers,
+            pids=[started[0].popen.pid, bare_pid, bare_pid],
+        )
         report_submits(latencies, round_trips, bare_latencies)
-        report(ours, theirs)
+        report(ours, theirs, sync)
         if not args.no_downloads:
             big = record_big_artifact(pg_url, tmp / "artifacts", job_id)
             report_downloads(downloads(api, bare, job_id, [small, big], args, token))
@@ -288,21 +296,25 @@ def report_submits(latencies: list[float], round_trips: list[float], bare: list[
     print(f"  (a bare GET round trip beside each submit: median {trip:.1f} ms)")
 
 
-def report(ours: list[Rate], bare: list[Rate]) -> None:
+def report(ours: list[Rate], bare: list[Rate], sync: list[Rate]) -> None:
     ratio = statistics.median(o.requests / b.requests for o, b in zip(ours, bare, strict=True))
     cpu = statistics.median(o.cpu_ms / b.cpu_ms for o, b in zip(ours, bare, strict=True))
+    sync_cpu = statistics.median(o.cpu_ms / b.cpu_ms for o, b in zip(ours, sync, strict=True))
     print("GET /v1/jobs/{id} server CPU ms per request per round (8 concurrent clients):")
-    print("  archsearch: " + ", ".join(f"{r.cpu_ms:.2f}" for r in ours))
-    print("  bare route: " + ", ".join(f"{r.cpu_ms:.2f}" for r in bare))
+    print("  archsearch:        " + ", ".join(f"{r.cpu_ms:.2f}" for r in ours))
+    print("  bare async route:  " + ", ".join(f"{r.cpu_ms:.2f}" for r in bare))
+    print("  bare sync route:   " + ", ".join(f"{r.cpu_ms:.2f}" for r in sync))
     print(
-        f"  ratio archsearch / bare (median of rounds): {cpu:.2f}x  "
+        f"  ratio archsearch / bare async (median of rounds): {cpu:.2f}x  "
         f"[target <= 1.5: {'met' if cpu <= 1.5 else 'MISSED'}]"
     )
+    print(f"  (for information, archsearch / bare sync route: {sync_cpu:.2f}x)")
     print("GET /v1/jobs/{id} throughput, requests/s per round (8 concurrent clients):")
-    print("  archsearch: " + ", ".join(f"{r.requests:.0f}" for r in ours))
-    print("  bare route: " + ", ".join(f"{r.requests:.0f}" for r in bare))
+    print("  archsearch:        " + ", ".join(f"{r.requests:.0f}" for r in ours))
+    print("  bare async route:  " + ", ".join(f"{r.requests:.0f}" for r in bare))
+    print("  bare sync route:   " + ", ".join(f"{r.requests:.0f}" for r in sync))
     print(
-        f"  ratio archsearch / bare (median of rounds): {ratio:.2f}  "
+        f"  ratio archsearch / bare async (median of rounds): {ratio:.2f}  "
         f"[target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'}]"
     )
 

@@ -7,10 +7,10 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from archsearch.api.auth import CurrentUser, api_principal, current_principal, new_token_cache
+from archsearch.api.auth import current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
 from archsearch.api.headers import NoSniff
@@ -36,9 +36,9 @@ from archsearch.api.routes import (
 from archsearch.api.served_files import RecentArtifacts
 from archsearch.api.signing import SessionSigner
 from archsearch.api.state import AppState
-from archsearch.api.storable import reject_unstorable_text
 from archsearch.api.throttle import AuthThrottle
 from archsearch.api.upload_slots import UploadSlots
+from archsearch.api.v1_checks import checked_v1_request
 from archsearch.api.web import pages
 from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
 from archsearch.jobs.platform.broker import Enqueuer
@@ -110,15 +110,6 @@ def start_job_answers(state: AppState) -> asyncio.Task[None] | None:
     if url is None:
         return None
     return asyncio.create_task(keep_listening(state.job_answers, url), name="job-answers")
-
-
-async def checked_v1_request(request: Request, principal: CurrentUser) -> None:
-    """What every /v1 route checks, in this order, as one dependency (FastAPI's resolution
-    of each costs more than most of these checks): the caller (401), its token's scope
-    (403), then storable text and known query parameters (422)."""
-    await api_principal(principal)
-    await reject_unstorable_text(request)
-    await reject_unknown_query(request)
 
 
 def include_routes(app: FastAPI) -> None:

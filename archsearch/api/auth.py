@@ -30,6 +30,7 @@ from archsearch.jobs.platform.services import Services
 
 TOKEN_CACHE_SECONDS = VERIFIED_SECONDS
 TOKEN_CACHE_SIZE = VERIFIED_ENTRIES
+PRINCIPAL_KEY = "archsearch.principal"  # where a request keeps its authenticated caller
 
 
 def new_token_cache() -> TTLCache[str, Principal]:
@@ -39,6 +40,15 @@ def new_token_cache() -> TTLCache[str, Principal]:
 
 
 async def current_principal(request: Request) -> Principal:
+    """The caller, authenticated once per request: kept on the request for whichever
+    dependency asks next (`v1_checks.checked_v1_request` asks first on /v1 routes)."""
+    known: Principal | None = request.scope.get(PRINCIPAL_KEY)
+    if known is None:
+        known = request.scope[PRINCIPAL_KEY] = await _authenticate(request)
+    return known
+
+
+async def _authenticate(request: Request) -> Principal:
     # App state is read here rather than through sub-dependencies: every /v1 request comes
     # this way, and each dependency FastAPI resolves costs more than the lookup itself.
     state = app_state(request)

@@ -23,10 +23,9 @@ class NoSniff:
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
+                headers = message.get("headers", ())
                 if not any(name.lower() == NOSNIFF[0] for name, _ in headers):
-                    headers.append(NOSNIFF)
-                message = {**message, "headers": headers}
+                    message = {**message, "headers": [*headers, NOSNIFF]}
             await send(message)
 
         await self.app(scope, receive, send_with_header)

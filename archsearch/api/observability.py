@@ -54,6 +54,21 @@ class HttpFigures:
             ("method", "route"),
             registry=registry,
         )
+        # The series of each (method, route, status) seen, kept: prometheus-client's
+        # `labels()` validates and locks on every call, which costs more than counting.
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+    def count(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One answered request: counted, and its latency observed."""
+        key = (method, route, status)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (
+                self.requests.labels(method, route, str(status)),
+                self.latency.labels(method, route),
+            )
+        series[0].inc()
+        series[1].observe(seconds)
 
 
 class HttpMetrics:
@@ -81,8 +96,7 @@ class HttpMetrics:
             # The router writes the matched route into the shared scope on its way in.
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             elapsed = time.perf_counter() - started
-            self.figures.requests.labels(scope["method"], route, str(status)).inc()
-            self.figures.latency.labels(scope["method"], route).observe(elapsed)
+            self.figures.count(scope["method"], route, status, elapsed)
 
 
 class JobsCollector(Collector):

@@ -12,12 +12,16 @@ from archsearch.jobs.domain.jobs.listing import JobFilters
 from archsearch.jobs.domain.tables import JobStatus
 
 
-async def parse_job_id(job_id: str) -> uuid.UUID:
+def job_id_of(text: str) -> uuid.UUID:
     # A malformed id names no job: 404, like any other unknown id.
     try:
-        return uuid.UUID(job_id)
+        return uuid.UUID(text)
     except ValueError:
-        raise NotFound(f"no job {job_id}") from None
+        raise NotFound(f"no job {text}") from None
+
+
+async def parse_job_id(job_id: str) -> uuid.UUID:
+    return job_id_of(job_id)
 
 
 JobId = Annotated[uuid.UUID, Depends(parse_job_id)]

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.api.job_answers import APPLICATION_NAME, CHANNEL, ConnectionLost, SyncBarrier
+from archsearch.jobs.domain.accounts.service import issue_token
 from archsearch.jobs.domain.jobs import claims, repository
 from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.db import transaction
@@ -117,6 +118,32 @@ def test_another_team_never_gets_a_kept_answer(api: str, pg_url: str, accounts: 
     answer = httpx.get(api + path, headers=_bearer(accounts.tokens["carol"]))
     assert answer.status_code == 404, answer.text
     assert httpx.get(api + path, headers=_bearer(accounts.admin_token)).json()["id"] == job_id
+
+
+def test_a_get_checks_the_caller_then_the_text_then_the_id(
+    api: str, pg_url: str, accounts: Accounts, sessions: sessionmaker[Session]
+) -> None:
+    """401, then 403, then 422, then 404, whatever else is wrong with the request, on a
+    kept answer as on a miss: the route's own work comes after the /v1 checks."""
+    with transaction(sessions) as session:
+        scraper = issue_token(session, "root", "metrics", 1)
+    kept = _running_job(api, accounts.tokens["alice"], pg_url)
+    httpx.get(f"{api}/v1/jobs/{kept}", headers=_bearer(accounts.tokens["alice"]))
+    alice, carol = accounts.tokens["alice"], accounts.tokens["carol"]
+    for path, token, status in (
+        (f"/v1/jobs/{kept}?bogus=1", None, 401),
+        ("/v1/jobs/not-an-id?bogus=1", None, 401),
+        (f"/v1/jobs/{kept}?bogus=1", scraper, 403),
+        ("/v1/jobs/not-an-id?bogus=1", scraper, 403),
+        (f"/v1/jobs/{kept}?bogus=1", alice, 422),
+        ("/v1/jobs/not-an-id?bogus=1", alice, 422),
+        ("/v1/jobs/not%00an-id", alice, 422),  # text the database cannot store, before the id
+        ("/v1/jobs/not-an-id", alice, 404),
+        (f"/v1/jobs/{kept}", carol, 404),  # another team's
+        (f"/v1/jobs/{kept}", alice, 200),
+    ):
+        answer = httpx.get(f"{api}{path}", headers=_bearer(token) if token else {})
+        assert answer.status_code == status, (path, token == scraper, answer.text)
 
 
 def test_a_lost_listener_turns_the_memory_off_until_it_listens_again(

@@ -24,9 +24,10 @@ from archsearch.api.deps import (
 )
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.job_answers import Answer
-from archsearch.api.params import JobFiltersQuery, JobId
+from archsearch.api.params import JobFiltersQuery, JobId, job_id_of
 from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
 from archsearch.api.state import AppState
+from archsearch.api.v1_checks import checked_caller
 from archsearch.jobs.domain.jobs import listing, repository, service
 from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.jobs import (
@@ -96,15 +97,18 @@ async def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobPublic)
-async def read_job(job_id: JobId, principal: CurrentUser, request: Request) -> Response:
+async def read_job(job_id: str, request: Request) -> Response:
     # The hottest route (clients poll it): the presented JSON comes from memory when this
     # process holds a fresh copy (api/job_answers.py), else from one row read; either way
     # serialised once, skipping FastAPI's second validation of the response model (the
-    # schema is still documented by response_model). No session dependency: a hit needs none.
-    state = app_state(request)
-    body = await state.job_answers.fresh(job_id, principal.team_filter)
+    # schema is still documented by response_model). No dependency of its own: the caller
+    # is the one the router's /v1 checks let through and the id is parsed here, as each
+    # dependency FastAPI solves costs more than what it does; a hit needs no session.
+    state, principal = app_state(request), checked_caller(request)
+    job_uuid = job_id_of(job_id)
+    body = await state.job_answers.fresh(job_uuid, principal.team_filter)
     if body is None:
-        body = await _read_and_keep(state, job_id, principal.team_filter)
+        body = await _read_and_keep(state, job_uuid, principal.team_filter)
     return Response(body, media_type="application/json")
 
 
