@@ -1,7 +1,7 @@
 """The plain-PyTorch loops `bench/engine.py` measures the jobs against.
 
-Two kinds, both written with nothing but torch, on the job's own model widths, data
-tensors, batch size, epochs and optimisers:
+Two kinds, both written with nothing but torch, on the job's own model widths and activation,
+data tensors, batch size, epochs and optimisers:
 - the plain dense loop of each case: what training that network costs with no method at all;
 - the floor of a method: the same minimal loop plus only the extra work the method really
   has to do, written the plain way. A job's ratio to its floor is its engine overhead; the
@@ -33,6 +33,7 @@ from torch import nn
 
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.models import Architecture, create_model
+from archsearch.core.models.layers import ACTIVATIONS
 from archsearch.core.search.strategies import searchable_edges
 from archsearch.specs import JobBase
 
@@ -163,12 +164,12 @@ def dnw_floor(data: Dataset, spec: JobBase) -> None:
 
 
 def masked_forward(
-    layers: list[nn.Linear], masks: list[torch.Tensor], x: torch.Tensor
+    layers: list[nn.Linear], masks: list[torch.Tensor], x: torch.Tensor, act: nn.Module
 ) -> torch.Tensor:
     x = x.flatten(1)
     for i, (layer, mask) in enumerate(zip(layers, masks, strict=True)):
         x = F.linear(x, layer.weight * mask, layer.bias)
-        x = F.relu(x) if i + 1 < len(layers) else x
+        x = act(x) if i + 1 < len(layers) else x
     return x
 
 
@@ -188,6 +189,7 @@ def prune_floor(data: Dataset, spec: Any, frozen_at: int) -> None:
     """
     flush_subnormals()
     layers = mlp_layers(data, spec.model.hidden)
+    act = ACTIVATIONS[spec.model.activation]()  # the job's own (ELU for weight-free)
     logits = initial_logits(layers, spec)
     free = spec.weights == "free"
     if free:
@@ -213,7 +215,7 @@ def prune_floor(data: Dataset, spec: Any, frozen_at: int) -> None:
         for index in torch.randperm(len(data.x_train)).split(training.batch_size):
             masks = frozen or [two_temperature(w, t_hard, t_soft, binary=free) for w in logits]
             loss = F.cross_entropy(
-                masked_forward(layers, masks, data.x_train[index]), data.y_train[index]
+                masked_forward(layers, masks, data.x_train[index], act), data.y_train[index]
             )
             for opt in (weights, mask_opt):
                 if opt is not None:
@@ -229,7 +231,7 @@ def prune_floor(data: Dataset, spec: Any, frozen_at: int) -> None:
         with torch.no_grad():
             hard = frozen or [torch.sign(w).clamp_(min=0.0) for w in logits]
             for x, y in zip(data.x_test.split(512), data.y_test.split(512), strict=True):
-                int((masked_forward(layers, hard, x).argmax(1) == y).sum())
+                int((masked_forward(layers, hard, x, act).argmax(1) == y).sum())
 
 
 class TwoTemperature(torch.autograd.Function):

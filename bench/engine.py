@@ -35,7 +35,7 @@ checkpoints and model build.
   record), i.e. what a worker does, against the same plain loop.
 - prune learned / prune free: each method's default MLP with learned masks (two
   temperatures, density 0.1) and weight-free, against the plain dense loop of the same
-  widths. Floor: the two-temperature (or binary straight-through) mask loop with its
+  widths and activation (ELU for the weight-free default). Floor: the two-temperature (or binary straight-through) mask loop with its
   penalty and second optimiser, frozen at the job's own freeze step.
 - dnw: search, strategy dnw, static neural graph, one epoch of MNIST, against a plain loop
   of the same graph with a fixed mask. Floor: the same graph with the gradient of every
@@ -87,6 +87,7 @@ from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa
 
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset  # noqa: E402
 from archsearch.core.methods import get_method  # noqa: E402
+from archsearch.core.models.layers import ACTIVATIONS  # noqa: E402
 from archsearch.core.training import flush_denormals  # noqa: E402
 from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.tables import Job, JobStatus  # noqa: E402
@@ -466,9 +467,11 @@ def plain_runner(
     if case.plain == "grown":
         assert widths is not None, "the grow job ran first in its round"
         return lambda: plain_mlp(data, spec, widths, nn.SELU, fused)
-    # The job's own widths (the weight-free prune's default MLP is 784-128-10).
+    # The job's own network: its widths and activation (the weight-free prune's default MLP
+    # is 784-128-10 with ELU).
     hidden = spec.model.hidden  # type: ignore[attr-defined]
-    return lambda: plain_mlp(data, spec, hidden, nn.ReLU, fused)
+    act = ACTIVATIONS[spec.model.activation]  # type: ignore[attr-defined]
+    return lambda: plain_mlp(data, spec, hidden, act, fused)
 
 
 def floor_runner(
