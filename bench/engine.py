@@ -35,8 +35,9 @@ checkpoints and model build.
   record), i.e. what a worker does, against the same plain loop.
 - prune learned / prune free: each method's default MLP with learned masks (two
   temperatures, density 0.1) and weight-free, against the plain dense loop of the same
-  widths and activation (ELU for the weight-free default). Floor: the two-temperature (or binary straight-through) mask loop with its
-  penalty and second optimiser, frozen at the job's own freeze step.
+  widths and activation (ELU for the weight-free default). Floor: the two-temperature (or
+  binary straight-through) mask loop with its penalty and second optimiser, frozen at the
+  job's own freeze step.
 - dnw: search, strategy dnw, static neural graph, one epoch of MNIST, against a plain loop
   of the same graph with a fixed mask. Floor: the same graph with the gradient of every
   admissible edge and a plain top-k over each graph's |w| after every step.

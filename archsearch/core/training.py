@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +43,31 @@ def flush_denormals() -> bool:
     `weight * mask` fall below float32's smallest normal number, and x86 matrix kernels slow
     down sharply on such operands: a default prune job cost 5.4x plain dense training. The
     flag is per thread (x86 MXCSR, ARM FPCR), so every thread that trains sets it, and `fit`
-    sets it again each time: onnxruntime clears it in the thread that makes the process's
-    first session, so after the first job's deployment check every later prune job of that
-    worker ran on subnormals (`bench/engine.py` here: 6.7x plain dense training, 1.8x with
-    the flag set again).
+    sets it again for its own run (`subnormals_flushed`): onnxruntime clears it in the thread
+    that makes the process's first session, so after the first job's deployment check every
+    later prune job of that worker ran on subnormals (`bench/engine.py` here: 6.7x plain
+    dense training, 1.8x with the flag set again).
     """
     return bool(torch.set_flush_denormal(True))
+
+
+def flushes_subnormals() -> bool:
+    """Whether this thread flushes subnormal floats to zero (`torch.set_flush_denormal`, a
+    per-thread flag torch can set but not read): a subnormal times one comes out zero."""
+    return bool((torch.tensor([1e-40]) * 1.0).item() == 0.0)
+
+
+@contextmanager
+def subnormals_flushed() -> Iterator[None]:
+    """Subnormals flushed for the block, and the thread's own mode put back after it: a
+    training flushes wherever it runs, and a caller's thread (a notebook, a test process, a
+    library that needs IEEE subnormals) keeps the floating-point mode it had."""
+    flushing = flushes_subnormals()
+    flush_denormals()
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(flushing)
 
 
 def seed_everything(seed: int) -> None:
@@ -227,11 +247,24 @@ def fit(
 
     Resumes from `ctx.load_checkpoint()` when it holds a state of the same `phase`, and saves
     one after each epoch. Raises `DivergedError` on a non-finite loss and `JobCancelled`
-    when the context asks to stop.
+    when the context asks to stop. Subnormals are flushed while it trains, whatever a
+    library did to the thread's flag before (`flush_denormals`).
     """
-    hooks = hooks or TrainHooks()
+    with subnormals_flushed():
+        return _fit(model, data, spec, ctx, params, hooks or TrainHooks(), phase, epochs)
+
+
+def _fit(
+    model: nn.Module,
+    data: Dataset,
+    spec: TrainingSpec,
+    ctx: RunContext,
+    params: Iterable[nn.Parameter] | None,
+    hooks: TrainHooks,
+    phase: str,
+    epochs: int | None,
+) -> FitResult:
     epochs = epochs or spec.epochs
-    flush_denormals()  # again at each training: a library may have cleared it (see its doc)
     model.to(ctx.device)
     per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
     optimizer, scheduler = _optimizer_and_schedule(model, params, spec, epochs, per_epoch)

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 from archsearch.server.processes import bind_or_exit
 
 
 def test_accepted_connections_send_without_delay() -> None:
-    assert asyncio.run(nodelay_of_an_accepted_connection()) != 0
+    # A loop of its own in a thread of its own: a session fixture of the suite (Playwright's
+    # sync API) may keep an event loop running in this one.
+    with ThreadPoolExecutor(1) as thread:
+        assert thread.submit(asyncio.run, nodelay_of_an_accepted_connection()).result() != 0
 
 
 async def nodelay_of_an_accepted_connection() -> int:

@@ -12,6 +12,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -244,7 +245,10 @@ def _updated_at(pg_url: str, job_id: str) -> object:
 
 
 def test_the_barrier_applies_every_notification_committed_before_it(pg_url: str) -> None:
-    asyncio.run(_barrier_rounds(pg_url))
+    # A loop of its own in a thread of its own: a session fixture of the suite (Playwright's
+    # sync API) may keep an event loop running in this one.
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, _barrier_rounds(pg_url)).result()
 
 
 async def _barrier_rounds(pg_url: str) -> None:

@@ -40,6 +40,7 @@ from torch import nn
 
 from archsearch.core.deploy.latency import interleaved_medians
 from archsearch.core.models.registry import Architecture
+from archsearch.core.training import flushes_subnormals
 
 OPSET = 17
 ORT_BUDGET_S = 0.2
@@ -148,12 +149,6 @@ def ort_session(onnx_bytes: bytes) -> Any:
         return onnxruntime.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"])
     finally:
         torch.set_flush_denormal(flushing)  # see the module docstring
-
-
-def flushes_subnormals() -> bool:
-    """Whether this thread flushes subnormal floats to zero (`torch.set_flush_denormal`, a
-    per-thread flag torch can set but not read): a subnormal times one comes out zero."""
-    return bool((torch.tensor([1e-40]) * 1.0).item() == 0.0)
 
 
 def ort_call(session: Any, inputs: np.ndarray) -> Callable[[], np.ndarray]:
