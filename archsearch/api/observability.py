@@ -96,7 +96,16 @@ class HttpMetrics:
             # The router writes the matched route into the shared scope on its way in.
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             elapsed = time.perf_counter() - started
-            self.figures.count(scope["method"], route, status, elapsed)
+            self.figures.count(method_label(scope["method"]), route, status, elapsed)
+
+
+# HTTP's own methods; anything else a client sends is counted as "other": a label per
+# made-up method would let any caller grow the series without bound.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in HTTP_METHODS else "other"
 
 
 class JobsCollector(Collector):

@@ -140,3 +140,14 @@ def test_a_metrics_token_scrapes_and_does_nothing_else(
         answer = httpx.request(method, f"{api_url}{path}", headers=headers)
         assert answer.status_code == 403, (path, answer.text)
         assert "'metrics'" in answer.json()["detail"]
+
+
+def test_made_up_methods_are_counted_as_other(api_url: str, accounts: Accounts) -> None:
+    # A label per method a client invents would grow the series without bound.
+    for i in range(3):
+        assert httpx.request(f"MADEUP{i}", f"{api_url}/healthz").status_code == 405
+    samples = scrape(api_url, accounts.admin_token)
+    methods = {dict(labels).get("method") for (_, labels) in samples}
+    assert not any(str(m).startswith("MADEUP") for m in methods)
+    http = "archsearch_http_requests_total"
+    assert value(samples, http, method="other", route="/healthz", status="405") >= 3
