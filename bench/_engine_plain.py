@@ -76,7 +76,7 @@ def plain_fit(
 
 def flush_subnormals() -> None:
     """Subnormal floats flushed to zero in this thread, as every process that trains sets
-    it (`core.training.flush_denormals`), set again before each loop: the first job run in
+    it (`core.float_mode.flush_denormals`), set again before each loop: the first job run in
     this thread (its onnxruntime check) cleared the per-thread flag, and the soft-mask floor
     then ran 3.77x the fused dense loop, against 1.62x with the flag."""
     torch.set_flush_denormal(True)

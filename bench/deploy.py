@@ -53,6 +53,7 @@ from archsearch.core.deploy.compiled_graph import compile_graphs
 from archsearch.core.deploy.forms import choose_forms
 from archsearch.core.deploy.onnx import export_onnx, ort_call, ort_session, sparse_initializers
 from archsearch.core.export import count_macs, model_to_bytes, sparse_state_bytes
+from archsearch.core.float_mode import flush_denormals
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import hard_masks, mask_model, set_masks
 from archsearch.core.nn.neural_graph import DynamicGraph, StaticGraph
@@ -61,7 +62,6 @@ from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.units import unit_plan
 from archsearch.core.search.compact import compact_model as compact_graph
 from archsearch.core.search.compact import model_macs
-from archsearch.core.training import flush_denormals
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig

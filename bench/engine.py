@@ -87,9 +87,9 @@ from _engine_grow_floor import grow_floor  # noqa: E402
 from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa: E402
 
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset  # noqa: E402
+from archsearch.core.float_mode import flush_denormals  # noqa: E402
 from archsearch.core.methods import get_method  # noqa: E402
 from archsearch.core.models.layers import ACTIVATIONS  # noqa: E402
-from archsearch.core.training import flush_denormals  # noqa: E402
 from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.tables import Job, JobStatus  # noqa: E402
 from archsearch.jobs.platform.db import transaction  # noqa: E402

@@ -52,8 +52,8 @@ import _section5 as section5  # noqa: E402
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
+from archsearch.core.float_mode import flush_denormals
 from archsearch.core.methods import get_method
-from archsearch.core.training import flush_denormals
 from archsearch.specs import DatasetRef, parse_job_spec
 
 # The shared datasets beside the checkout (/work/shared/datasets for /work/main and for a

@@ -48,9 +48,9 @@ from _grow_rtol import RTOL_HEADER, RtolRun, rtol_row, run_rtol
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
+from archsearch.core.float_mode import flush_denormals
 from archsearch.core.growth import layer_step, solver
 from archsearch.core.methods import get_method
-from archsearch.core.training import flush_denormals
 from archsearch.specs import GrowJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 

@@ -42,6 +42,7 @@ from _rigl import rigl_benchmark  # noqa: E402  (beside this script)
 from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
 from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
+from archsearch.core.float_mode import flush_denormals  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
 from archsearch.core.models import Architecture, create_model  # noqa: E402
 from archsearch.core.nn.masked import hard_masks, mask_model, set_masks  # noqa: E402
@@ -53,7 +54,7 @@ from archsearch.core.pruning.build import (  # noqa: E402
 )
 from archsearch.core.pruning.compact import compact_model  # noqa: E402
 from archsearch.core.pruning.units import unit_plan  # noqa: E402
-from archsearch.core.training import evaluate, flush_denormals, seed_everything  # noqa: E402
+from archsearch.core.training import evaluate, seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
 DATA_DIRS = (REPO.parent / "shared" / "datasets",)

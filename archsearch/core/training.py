@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +24,7 @@ from archsearch.core.context import RunContext
 from archsearch.core.data.inputs import Rows, take_rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
+from archsearch.core.float_mode import subnormals_flushed
 from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -33,41 +33,6 @@ REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metr
 # (about 50 MB a block) leave the CPU caches and a pass took twice as long; an MLP's time
 # is the same at 512.
 EVAL_BATCH = 512
-
-
-def flush_denormals() -> bool:
-    """Flush subnormal floats to zero in the calling thread (and the threads it starts
-    afterwards, which inherit its floating-point state); False where the CPU cannot.
-
-    While prune masks are soft, `sigmoid(t_hard * w)` of negative logits and the products
-    `weight * mask` fall below float32's smallest normal number, and x86 matrix kernels slow
-    down sharply on such operands: a default prune job cost 5.4x plain dense training. The
-    flag is per thread (x86 MXCSR, ARM FPCR), so every thread that trains sets it, and `fit`
-    sets it again for its own run (`subnormals_flushed`): onnxruntime clears it in the thread
-    that makes the process's first session, so after the first job's deployment check every
-    later prune job of that worker ran on subnormals (`bench/engine.py` here: 6.7x plain
-    dense training, 1.8x with the flag set again).
-    """
-    return bool(torch.set_flush_denormal(True))
-
-
-def flushes_subnormals() -> bool:
-    """Whether this thread flushes subnormal floats to zero (`torch.set_flush_denormal`, a
-    per-thread flag torch can set but not read): a subnormal times one comes out zero."""
-    return bool((torch.tensor([1e-40]) * 1.0).item() == 0.0)
-
-
-@contextmanager
-def subnormals_flushed() -> Iterator[None]:
-    """Subnormals flushed for the block, and the thread's own mode put back after it: a
-    training flushes wherever it runs, and a caller's thread (a notebook, a test process, a
-    library that needs IEEE subnormals) keeps the floating-point mode it had."""
-    flushing = flushes_subnormals()
-    flush_denormals()
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(flushing)
 
 
 def seed_everything(seed: int) -> None:
@@ -248,7 +213,7 @@ def fit(
     Resumes from `ctx.load_checkpoint()` when it holds a state of the same `phase`, and saves
     one after each epoch. Raises `DivergedError` on a non-finite loss and `JobCancelled`
     when the context asks to stop. Subnormals are flushed while it trains, whatever a
-    library did to the thread's flag before (`flush_denormals`).
+    library did to the thread's flag before (`core.float_mode`).
     """
     with subnormals_flushed():
         return _fit(model, data, spec, ctx, params, hooks or TrainHooks(), phase, epochs)
@@ -382,17 +347,18 @@ def _train_epoch(
     return loss_sum / max(1, count)
 
 
+def clear_grads(params: Iterable[nn.Parameter]) -> None:
+    """`optimizer.zero_grad(set_to_none=True)` as a plain loop: the same effect, without the
+    profiler scope and dynamo guard torch wraps around `zero_grad` (19 us a call against
+    1 us, on every step of every job)."""
+    for p in params:
+        p.grad = None
+
+
 def _grad_clearer(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
-    """`optimizer.zero_grad(set_to_none=True)` as a plain loop over its parameters, listed
-    once: the same effect, without the profiler scope and dynamo guard torch wraps around
-    `zero_grad` (19 us a call against 1 us, on every step of every job)."""
+    """`clear_grads` of the optimiser's parameters, listed once for the whole run."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-
-    def clear() -> None:
-        for p in params:
-            p.grad = None
-
-    return clear
+    return functools.partial(clear_grads, params)
 
 
 def _weight_step(optimizer: torch.optim.Optimizer) -> Callable[[], Any]:

@@ -19,7 +19,7 @@ failed export never fails the job: the reason is recorded in `deployment.json`.
 
 onnxruntime sets the calling thread's floating-point mode when it creates its first session
 in a process: it turns flush-to-zero off. A worker's threads flush subnormal floats
-(`core.training.flush_denormals`: soft prune masks ran 5x slower without), and the ONNX
+(`core.float_mode.flush_denormals`: soft prune masks ran 5x slower without), and the ONNX
 check of the worker's warm-up silently undid it for every job after: a 2-epoch learned prune
 job measured 6.2x plain training instead of 1.7x. `ort_session` puts the caller's mode back.
 """
@@ -39,8 +39,8 @@ from onnx import helper, numpy_helper
 from torch import nn
 
 from archsearch.core.deploy.latency import interleaved_medians
+from archsearch.core.float_mode import flushes_subnormals
 from archsearch.core.models.registry import Architecture
-from archsearch.core.training import flushes_subnormals
 
 OPSET = 17
 ORT_BUDGET_S = 0.2

@@ -30,7 +30,7 @@ from archsearch.core.nn.masked import (
     masked_layers,
     positive_count,
 )
-from archsearch.core.training import TrainHooks, cross_entropy, fusable
+from archsearch.core.training import TrainHooks, clear_grads, cross_entropy, fusable
 
 HIST_BINS = 80
 
@@ -227,8 +227,7 @@ class MaskTrainer:
             # which keys the layers' cached masks (`positive_mask`, `frozen_mask`).
             increment_version(self.logits)
             self._cap_logits()
-        for p in self.logits:  # `zero_grad(set_to_none=True)`, without torch's wrapper
-            p.grad = None
+        clear_grads(self.logits)
         current = self.density()
         if frozen:
             self.frozen_density = current

@@ -10,7 +10,7 @@ import os
 import torch
 
 from archsearch.core.errors import UserError
-from archsearch.core.training import flush_denormals
+from archsearch.core.float_mode import flush_denormals
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.specs import JobBase
@@ -58,7 +58,7 @@ def apply_torch_threads(settings: Settings) -> int:
 def prepare_training_thread(settings: Settings) -> int:
     """Call first in every thread that runs jobs (a pool process's main thread, each
     embedded runner thread): its torch threads, and subnormal floats flushed to zero
-    (`core.training.flush_denormals`: a per-thread flag). Returns the torch threads."""
+    (`core.float_mode.flush_denormals`: a per-thread flag). Returns the torch threads."""
     if not flush_denormals():
         log.warning("this CPU cannot flush subnormal floats; soft prune masks may run slowly")
     return apply_torch_threads(settings)

@@ -132,7 +132,7 @@ def test_pruned_weights_are_sparse_initializers_and_the_file_shrinks(config: obj
 FIRST_SESSION = """
 import torch
 from archsearch.core.deploy.onnx import export_onnx, ort_session
-from archsearch.core.training import flushes_subnormals
+from archsearch.core.float_mode import flushes_subnormals
 from archsearch.core.models import Architecture, create_model
 from archsearch.specs.model_configs import MLPConfig
 arch = Architecture(MLPConfig(hidden=(16,)), (1, 8, 8), 10)
