@@ -13,6 +13,7 @@ from fastapi_offline import FastAPIOffline
 from archsearch.api.auth import current_principal, new_token_cache
 from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
+from archsearch.api.first_route import FirstRoute
 from archsearch.api.headers import NoSniff
 from archsearch.api.job_answers import JobAnswers, keep_listening, listen_url
 from archsearch.api.limits import BodyLimit
@@ -117,6 +118,9 @@ def include_routes(app: FastAPI) -> None:
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     # A query parameter no route reads is refused (422) rather than silently ignored.
     v1_dependencies = [Depends(checked_v1_request)]
+    # The route clients poll is matched before the tree is walked (api/first_route.py),
+    # with the same checks; the documented route below stays for everything else.
+    app.router.routes.insert(0, FirstRoute(jobs.router, jobs.read_job_route(), checked_v1_request))
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
     routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
     for module in routers:

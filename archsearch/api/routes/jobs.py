@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
@@ -128,6 +129,13 @@ async def _read_and_keep(
     if public.status is not JobStatus.queued:
         state.job_answers.store(job_id, generation, Answer(body, public.team_id))
     return body
+
+
+def read_job_route() -> APIRoute:
+    """`read_job`'s route, which the app also matches first (api/first_route.py)."""
+    route = next(r for r in router.routes if getattr(r, "endpoint", None) is read_job)
+    assert isinstance(route, APIRoute)
+    return route
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic)
