@@ -20,10 +20,13 @@ a bare prefork Celery worker that marks it running).
    (where streaming shows), as downloads/s and MiB/s; and HEAD of the small one.
    The server's CPU time per request (its process's user + system time from /proc over
    each round) is printed beside the rate, as a ratio to the bare route's.
+   `--peer DIR` starts one more `archsearch api` from another checkout's code (e.g. a worktree
+   of main) on the same database and measures it in the same interleaved rounds: before and
+   after, side by side in one sitting.
 Targets: median submit-to-running < 100 ms and <= 2x the bare pipeline's (p50); GET job CPU
 <= 1.5x the bare async route's; throughput ratio >= 0.5; downloads >= 0.9x the bare FileResponse.
 
-    python bench/service.py [--jobs 50] [--seconds 3] [--rounds 5]
+    python bench/service.py [--jobs 50] [--seconds 3] [--rounds 5] [--peer DIR]
 """
 
 from __future__ import annotations
@@ -214,6 +217,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-downloads", action="store_true")
+    parser.add_argument("--peer", type=Path, help="another checkout whose API to measure too")
     args = parser.parse_args()
 
     name = f"archsearch_bench_{uuid.uuid4().hex[:8]}"
@@ -232,17 +236,9 @@ def main() -> None:
             )
             job_id = client.list_jobs(limit=1).data[0].id
             small = max(client.artifacts(job_id), key=lambda a: a.size).name
-        path = f"/v1/jobs/{job_id}"
-        headers = {"Authorization": f"Bearer {token}"}
-        bare_pid = started[2].popen.pid  # the bare app serves both bare routes
-        ours, theirs, sync = throughput(
-            [api + path, bare + path, bare + "/sync" + path],
-            args,
-            headers,
-            pids=[started[0].popen.pid, bare_pid, bare_pid],
-        )
         report_submits(latencies, round_trips, bare_latencies)
-        report(ours, theirs, sync)
+        peer = start_peer(pg_url, name, tmp, started, args.peer) if args.peer else None
+        measure_reads(api, bare, peer, job_id, args, token, started)
         if not args.no_downloads:
             big = record_big_artifact(pg_url, tmp / "artifacts", job_id)
             report_downloads(downloads(api, bare, job_id, [small, big], args, token))
@@ -253,15 +249,54 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def start_servers(pg_url: str, name: str, tmp: Path, started: list[procs.Proc]) -> tuple[str, str]:
-    """`archsearch api`, one idle worker and the bare app; their base URLs (API, bare)."""
-    env = {
+def measure_reads(
+    api: str,
+    bare: str,
+    peer: tuple[str, int] | None,
+    job_id: uuid.UUID,
+    args: argparse.Namespace,
+    token: str,
+    started: list[procs.Proc],
+) -> None:
+    """GET job against the bare routes (and the peer API, if any), interleaved rounds."""
+    path = f"/v1/jobs/{job_id}"
+    bare_pid = started[2].popen.pid  # the bare app serves both bare routes
+    urls = [api + path, bare + path, bare + "/sync" + path]
+    pids: list[int | None] = [started[0].popen.pid, bare_pid, bare_pid]
+    if peer is not None:
+        urls.append(peer[0] + path)
+        pids.append(peer[1])
+    rates = throughput(urls, args, {"Authorization": f"Bearer {token}"}, pids=pids)
+    report(*rates[:3])
+    if peer is not None:
+        report_peer(rates[3], rates[0], rates[1], args.peer)
+
+
+def server_env(pg_url: str, name: str, tmp: Path) -> dict[str, str]:
+    return {
         "ARCHSEARCH_DATABASE_URL": pg_url,
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"bench-{name}",
         "ARCHSEARCH_HOME": str(tmp),
         "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets"),
     }
+
+
+def start_peer(
+    pg_url: str, name: str, tmp: Path, started: list[procs.Proc], checkout: Path
+) -> tuple[str, int]:
+    """`archsearch api` run from `checkout`'s code; its base URL and process id."""
+    port = procs.free_port()
+    env = {**server_env(pg_url, name, tmp), "PYTHONPATH": str(checkout.resolve())}
+    peer = procs.start("peer-api", ["api", "--port", str(port)], env, tmp)
+    started.append(peer)
+    procs.wait_http(f"http://127.0.0.1:{port}/healthz", peer)
+    return f"http://127.0.0.1:{port}", peer.popen.pid
+
+
+def start_servers(pg_url: str, name: str, tmp: Path, started: list[procs.Proc]) -> tuple[str, str]:
+    """`archsearch api`, one idle worker and the bare app; their base URLs (API, bare)."""
+    env = server_env(pg_url, name, tmp)
     api_port, bare_port = procs.free_port(), procs.free_port()
     api = procs.start("api", ["api", "--port", str(api_port)], env, tmp)
     started.append(api)
@@ -317,6 +352,16 @@ def report(ours: list[Rate], bare: list[Rate], sync: list[Rate]) -> None:
         f"  ratio archsearch / bare async (median of rounds): {ratio:.2f}  "
         f"[target >= 0.5: {'met' if ratio >= 0.5 else 'MISSED'}]"
     )
+
+
+def report_peer(peer: list[Rate], ours: list[Rate], bare: list[Rate], checkout: Path) -> None:
+    cpu = statistics.median(p.cpu_ms / b.cpu_ms for p, b in zip(peer, bare, strict=True))
+    mine = statistics.median(o.cpu_ms / p.cpu_ms for o, p in zip(ours, peer, strict=True))
+    print(f"GET /v1/jobs/{{id}} of the peer API ({checkout}), in the same rounds:")
+    print("  peer CPU ms:       " + ", ".join(f"{r.cpu_ms:.2f}" for r in peer))
+    print("  peer requests/s:   " + ", ".join(f"{r.requests:.0f}" for r in peer))
+    print(f"  ratio peer / bare async (median of rounds): {cpu:.2f}x")
+    print(f"  ratio archsearch / peer (median of rounds): {mine:.2f}x")
 
 
 def start_bare_pipeline(pg_url: str, name: str, tmp: Path, started: list[procs.Proc]) -> str:
