@@ -288,7 +288,9 @@ def start_peer(
     """`archsearch api` run from `checkout`'s code; its base URL and process id."""
     port = procs.free_port()
     env = {**server_env(pg_url, name, tmp), "PYTHONPATH": str(checkout.resolve())}
-    peer = procs.start("peer-api", ["api", "--port", str(port)], env, tmp)
+    # -P: without it `python -m` puts the working directory (this checkout) first on the path.
+    argv = [sys.executable, "-P", "-m", "archsearch.cli.main", "api", "--port", str(port)]
+    peer = procs.start_program("peer-api", argv, env, tmp)
     started.append(peer)
     procs.wait_http(f"http://127.0.0.1:{port}/healthz", peer)
     return f"http://127.0.0.1:{port}", peer.popen.pid
