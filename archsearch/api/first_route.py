@@ -96,4 +96,5 @@ def _require_plain(router: APIRouter, route: APIRoute) -> None:
         and not dependant.body_params
         and dependant.request_param_name == "request"
     )
-    assert plain, f"{route.path} takes more than FirstRoute passes: serve it through the tree"
+    if not plain:  # not an assert: it must hold under `python -O` too
+        raise TypeError(f"{route.path} takes more than FirstRoute passes; serve it from the tree")
