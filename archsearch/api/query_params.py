@@ -42,7 +42,7 @@ def _query_names(dependant: Dependant) -> set[str]:
 
 async def reject_unknown_query(request: Request) -> None:
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute) or not request.query_params:
+    if not isinstance(route, APIRoute) or not request.scope.get("query_string"):
         return
     declared = declared_query_names(route)
     unknown = sorted(set(request.query_params.keys()) - declared)

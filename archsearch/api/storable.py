@@ -82,7 +82,9 @@ async def _json_body(request: Request) -> Any:
 async def reject_unstorable_text(request: Request) -> None:
     """The dependency: every query and path parameter, and the JSON body, storable."""
     locations: list[tuple[str | int, ...]] = []
-    for name, text in request.query_params.multi_items():
+    # Parsing an empty query string still builds a multidict: most requests have none.
+    query = request.query_params.multi_items() if request.scope.get("query_string") else ()
+    for name, text in query:
         if not (is_storable(name) and is_storable(text)):
             locations.append(("query", name))
     for name, text in request.path_params.items():
