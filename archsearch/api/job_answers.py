@@ -95,9 +95,14 @@ class SyncBarrier:
         if self.lost.done():
             waiter.set_exception(ConnectionLost("the listening connection is closed"))
             return waiter
+        if self._unsent is None and not self._in_flight:
+            # Nothing in flight (a lone poller's case): a Sync sent now covers this caller
+            # and saves a turn of the loop; callers after it in this turn share the next.
+            self._send([waiter])
+            return waiter
         if self._unsent is None:
             self._unsent = []
-            self._loop.call_soon(self._send)
+            self._loop.call_soon(self._send_unsent)
         self._unsent.append(waiter)
         return waiter
 
@@ -114,8 +119,11 @@ class SyncBarrier:
         for waiters in waiting:
             _settle(waiters, why)
 
-    def _send(self) -> None:
+    def _send_unsent(self) -> None:
         waiters, self._unsent = self._unsent or [], None
+        self._send(waiters)
+
+    def _send(self, waiters: list[asyncio.Future[None]]) -> None:
         if self.lost.done():
             _settle(waiters, ConnectionLost("the listening connection is closed"))
             return
