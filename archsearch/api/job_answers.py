@@ -73,9 +73,10 @@ class SyncBarrier:
 
     A barrier is a bare Sync message: PostgreSQL answers it with ReadyForQuery only, after
     every pending notification, with no query to parse, plan or run. Notifications are read
-    as they arrive (an event-loop reader on the socket), and every caller in one turn of the
-    event loop shares the Sync sent at the end of that turn; Syncs in flight are pipelined,
-    so a caller waits for one round trip at most. The connection takes no other command
+    as they arrive (an event-loop reader on the socket). A caller finding no Sync in flight
+    sends one at once; the callers after it in one turn of the event loop share the Sync
+    sent at the end of that turn. Syncs in flight are pipelined, so a caller waits for one
+    round trip at most. The connection takes no other command
     once this holds it."""
 
     def __init__(self, pgconn: pq.abc.PGconn, forget: Callable[[str], None]) -> None:
