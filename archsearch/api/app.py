@@ -120,7 +120,7 @@ def include_routes(app: FastAPI) -> None:
     v1_dependencies = [Depends(checked_v1_request)]
     # The route clients poll is matched before the tree is walked (api/first_route.py),
     # with the same checks; the documented route below stays for everything else.
-    app.router.routes.insert(0, FirstRoute(jobs.router, jobs.read_job_route(), checked_v1_request))
+    app.router.routes.insert(0, FirstRoute(jobs.router, jobs.read_job_route(), v1_dependencies))
     # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
     routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
     for module in routers:

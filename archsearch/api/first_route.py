@@ -15,16 +15,17 @@ same order: the router's `/v1` checks (401, 403, 422), then the handler (404). E
 propagate to the app's exception middleware, which answers them with the same handlers.
 
 The documented route stays where it was (the OpenAPI document and the routes' order are
-unchanged), and `FirstRoute` refuses to be built unless that route still takes exactly
-what it passes: a `job_id` path string and the request, with no dependency of its own, and
-no dependency on its router beyond the `/v1` checks it runs.
+unchanged), and `FirstRoute` refuses to be built (TypeError) unless that route still takes
+exactly what it passes: a `job_id` path string and the request, no dependency of its own or
+of its router, and one dependency where the app includes it, the `/v1` checks it runs.
 """
 
 from __future__ import annotations
 
+import inspect
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
@@ -32,16 +33,16 @@ from starlette.datastructures import URLPath
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
-Checks = Callable[[Request], Awaitable[Any]]
 Handler = Callable[..., Awaitable[Response]]
 
 
 class FirstRoute(BaseRoute):
     """The documented `route` (`GET {prefix}/{job_id}`), claimed before the tree walk."""
 
-    def __init__(self, router: APIRouter, route: APIRoute, checks: Checks) -> None:
+    def __init__(self, router: APIRouter, route: APIRoute, included_with: Sequence[Any]) -> None:
+        """`included_with`: the dependencies the app includes `router` with."""
         _require_plain(router, route)
-        self.route, self.checks = route, checks
+        self.route, self.checks = route, _the_one_check(included_with)
         self.prefix = route.path.removesuffix("{job_id}")
         self.handler: Handler = route.endpoint
         self.path_format = route.path_format  # what the framework's telemetry names
@@ -80,6 +81,15 @@ def _is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _the_one_check(included_with: Sequence[Any]) -> Callable[[Request], Awaitable[Any]]:
+    """The one dependency the router is included with, which takes the request alone."""
+    calls = [getattr(d, "dependency", None) for d in included_with]
+    check = calls[0] if len(calls) == 1 else None
+    if check is None or [*inspect.signature(check).parameters] != ["request"]:
+        raise TypeError(f"FirstRoute runs one check of the request, not {included_with!r}")
+    return cast(Callable[[Request], Awaitable[Any]], check)
 
 
 def _require_plain(router: APIRouter, route: APIRoute) -> None:

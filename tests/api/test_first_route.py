@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.testclient import TestClient
 from starlette.routing import Match
 
@@ -157,4 +157,22 @@ def test_a_route_that_takes_more_than_it_passes_is_refused() -> None:
 
     route = router.routes[0]
     with pytest.raises(TypeError, match="takes more than FirstRoute passes"):
-        FirstRoute(router, route, checked_v1_request)  # type: ignore[arg-type]
+        FirstRoute(router, route, [Depends(checked_v1_request)])  # type: ignore[arg-type]
+
+
+def test_a_router_included_with_more_than_the_one_check_is_refused() -> None:
+    route = jobs.read_job_route()
+
+    async def another_check(request: Request) -> None:
+        return None
+
+    for included_with in (
+        [],
+        [Depends(checked_v1_request), Depends(another_check)],
+        [Depends(jobs.read_job)],  # not a check of the request alone
+    ):
+        with pytest.raises(TypeError, match="one check of the request"):
+            FirstRoute(jobs.router, route, included_with)
+    assert (
+        FirstRoute(jobs.router, route, [Depends(checked_v1_request)]).checks is checked_v1_request
+    )
