@@ -5,6 +5,7 @@ built once at the command line's edge."""
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import os
 import shutil
@@ -100,6 +101,11 @@ def run_http(app: FastAPI, sock: socket.socket, settings: Settings) -> None:
         forwarded_allow_ips=settings.forwarded_allow_ips,
         timeout_keep_alive=int(settings.keep_alive_seconds),
     )
+    # What exists by now (routes, models, schemas, SQLAlchemy's metadata, the runner's torch)
+    # lives as long as the process: frozen, a full collection no longer walks it. In the API
+    # process that walk took about 240 ms, every time the request churn set one off.
+    gc.collect()
+    gc.freeze()
     uvicorn.Server(config).run(sockets=[sock])
 
 
