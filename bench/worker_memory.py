@@ -313,6 +313,7 @@ def run_arm(args: argparse.Namespace) -> None:
         out = {"stages": stages, "end": end}
         out["at_peak"] = sampler.at_peak
         out["end"]["dataset"] = mapped_dataset(settings.resolved_dataset_cache_dir)
+        out["end"]["dynamo"] = float("torch._dynamo" in sys.modules)  # 71 MB when imported
         out["parent"] = {**pss(parent_pid), "VmRSS": rss_of(parent_pid)}
         os.write(write, json.dumps(out).encode())
         os._exit(0)
@@ -390,7 +391,7 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
             hwm = median([r["stages"][i][1]["VmHWM"] for r in results[arm]])
             cells.append(f"{rss:8.0f} / {hwm:6.0f}")
         print(f"{stage:36s}" + "".join(f"{c:>20s}" for c in cells))
-    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s"):
+    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s", "dynamo"):
         row = [median([r["end"][key] for r in results[a]]) for a in arms]
         print(f"{'pool at the end: ' + key:36s}" + "".join(f"{v:20.1f}" for v in row))
     for key in ("VmRSS", "Pss", "Private"):
