@@ -18,21 +18,40 @@ from typing import Any
 # alternatives save little (`tight_layout` 0.42 s, constrained layout 0.43 s).
 MARGINS_IN = {"left": 1.0, "right": 0.2, "bottom": 0.55, "top": 0.65}
 GAP_IN = 1.05  # between two panels: the right one's tick labels and y label
+DPI = 110  # the figure is created at it: drawn once, never rescaled by `savefig`
+# zlib level 3 instead of PIL's 6: the same pixels, encoded in 0.04 s less per figure
+# (a third of a 1210x396 mask-logits plot's cost) for files about 15% larger.
+PNG_OPTIONS = {"compress_level": 3}
 
 
 def figure_png(fig: Any) -> bytes:
+    """The figure as PNG bytes at `DPI`: drawn once at its planned size, or, when axes were
+    added after `new_figure` (a colorbar its fixed margins did not plan for), cropped to its
+    content by matplotlib's tight bounding box."""
+    if getattr(fig, "archsearch_axes", None) == len(fig.axes):
+        return _canvas_png(fig)
     buffer = io.BytesIO()
-    # Axes added after `new_figure` (a colorbar) were not planned for by its fixed margins.
-    planned = getattr(fig, "archsearch_axes", None) == len(fig.axes)
-    # zlib level 3 instead of PIL's 6: the same pixels, encoded in 0.04 s less per figure
-    # (a third of a 1210x396 mask-logits plot's cost) for files about 15% larger.
-    fig.savefig(
-        buffer,
-        format="png",
-        dpi=110,
-        bbox_inches=None if planned else "tight",
-        pil_kwargs={"compress_level": 3},
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pil_kwargs=PNG_OPTIONS)
+    return buffer.getvalue()
+
+
+def _canvas_png(fig: Any) -> bytes:
+    """What `savefig` writes for a figure already at `DPI`, without its alpha channel when
+    the figure is opaque (every pixel then is: 11% smaller files, 3 ms less per figure)."""
+    import matplotlib
+    from PIL import Image, PngImagePlugin
+
+    fig.canvas.draw()
+    rgba = fig.canvas.buffer_rgba()  # (H, W, 4) uint8
+    image = Image.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0, 1)
+    if fig.get_facecolor()[3] == 1.0:
+        image = image.convert("RGB")
+    info = PngImagePlugin.PngInfo()
+    info.add_text(
+        "Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
     )
+    buffer = io.BytesIO()
+    image.save(buffer, format="png", dpi=(DPI, DPI), pnginfo=info, **PNG_OPTIONS)
     return buffer.getvalue()
 
 
@@ -45,7 +64,7 @@ def new_figure(ncols: int = 1, width: float = 5.0, height: float = 3.6) -> tuple
     from matplotlib.figure import Figure
 
     total = width * ncols
-    fig: Any = Figure(figsize=(total, height))  # carries `archsearch_axes`, see figure_png
+    fig: Any = Figure(figsize=(total, height), dpi=DPI)  # `archsearch_axes`: see figure_png
     FigureCanvasAgg(fig)
     # Titles at a fixed height above their panel: placed automatically, each draw measured
     # the axes' tick labels first (a fifth of a small figure's drawing), only to find they
