@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 
-
 # The eigenvalue solve runs in float32: it is the spectrum's whole cost (0.07 s per spectrum
 # of a density-0.1 MNIST MLP in float64, 0.036 s in float32, half the memory). Eigenvalues
 # of this L lie in [0, 2]; float32 moves them by at most ~1e-5 (6e-6 measured on that MLP),
