@@ -1,0 +1,94 @@
+"""The job figures (`curves.png`, `mask-logits.png`, `spectrum.png`) drawn on kept figures:
+each PNG is the one a new figure gives, whatever the kept figure drew before."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from archsearch.core.export import curves_png, kept_figure
+from archsearch.core.pruning.plots import mask_logits_png, spectrum_png
+
+
+def history(epochs: int, scale: float) -> list[dict[str, float]]:
+    return [
+        {
+            "epoch": float(e + 1),
+            "train_loss": scale / (e + 1),
+            "test_loss": 1.1 * scale / (e + 1),
+            "test_accuracy": 0.5 + 0.04 * e,
+        }
+        for e in range(epochs)
+    ]
+
+
+def histograms(epochs: int, bins: int, seed: int) -> list[list[float]]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 20_000, (epochs, bins)).astype(float).tolist()
+
+
+def spectra(names: tuple[str, ...], size: int, seed: int) -> dict[str, list[float]]:
+    rng = np.random.default_rng(seed)
+    return {name: sorted(rng.uniform(0, 2, size).tolist()) for name in names}
+
+
+# Each kind in a sequence that changes what the last plot left: the number of epochs and
+# ticks, a title or none, a legend or none, the scale of the values, the number of lines.
+SEQUENCES: dict[str, tuple[dict, list[Callable[[], bytes]]]] = {
+    "curves": (
+        {"ncols": 2},
+        [
+            lambda: curves_png(history(2, 1.0), "prune"),
+            lambda: curves_png(history(10, 0.3), "train"),
+            lambda: curves_png(history(1, 2.0)),
+            lambda: curves_png(history(4, 1e4), "grow"),
+        ],
+    ),
+    "mask-logits": (
+        {"ncols": 2, "width": 5.5},
+        [
+            lambda: mask_logits_png(histograms(2, 80, 0), (-1.1, 3.3), 1),
+            lambda: mask_logits_png(histograms(10, 80, 1), (-1.5, 1.5), None),
+            lambda: mask_logits_png(histograms(1, 40, 2), (-1.1, 5.5), 0),
+            lambda: mask_logits_png(histograms(5, 80, 3), (-1.5, 1.5), None),
+        ],
+    ),
+    "spectrum": (
+        {},
+        [
+            lambda: spectrum_png(spectra(("mask", "weighted"), 1178, 0)),
+            lambda: spectrum_png(spectra(("mask",), 90, 1)),
+            lambda: spectrum_png(spectra(("a", "b", "c"), 300, 2)),
+        ],
+    ),
+}
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)))
+
+
+@pytest.mark.parametrize("kind", sorted(SEQUENCES))
+def test_a_kept_figure_draws_what_a_new_figure_draws(kind: str) -> None:
+    shape, plots = SEQUENCES[kind]
+    for plot in plots * 2:
+        # While the kept figure is held, a plot of the same kind draws on a new figure.
+        with kept_figure(kind, **shape):
+            fresh = plot()
+        kept = plot()
+        assert np.array_equal(pixels(kept), pixels(fresh)) and kept == fresh
+
+
+def test_a_plot_that_fails_halfway_leaves_nothing_behind() -> None:
+    rows = history(3, 1.0)
+    del rows[1]["test_accuracy"]  # the loss panel is drawn, then the accuracy panel fails
+    with pytest.raises(KeyError):
+        curves_png(rows, "half")
+    after = curves_png(history(3, 1.0))
+    with kept_figure("curves", ncols=2):
+        fresh = curves_png(history(3, 1.0))
+    assert after == fresh
