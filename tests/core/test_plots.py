@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from archsearch.core.export import curves_png, kept_figure
+from archsearch.core.export import curves_png, figure_png, kept_figure
 from archsearch.core.pruning.plots import mask_logits_png, spectrum_png
 
 
@@ -92,3 +93,24 @@ def test_a_plot_that_fails_halfway_leaves_nothing_behind() -> None:
     with kept_figure("curves", ncols=2):
         fresh = curves_png(history(3, 1.0))
     assert after == fresh
+
+
+def test_a_kept_figure_forgets_bars_tables_and_figure_texts() -> None:
+    """What the job figures do not draw today is cleared too: a plot of bars, error bars, a
+    table, a figure legend and text draws on a kept figure what it draws on a new one."""
+
+    def plot(fig: Any, axes: Any, shift: float) -> bytes:
+        ax = axes[0][0]
+        ax.bar([1, 2, 3], [3 + shift, 1, 2], label="bars")
+        ax.errorbar([1, 2], [1, 2 + shift], yerr=[0.1, 0.2], label="errors")
+        ax.table(cellText=[[f"{shift}"]], loc="bottom")
+        ax.legend()
+        fig.text(0.5, 0.02, f"note {shift}")
+        fig.legend(["a figure legend"])
+        return figure_png(fig)
+
+    for shift in (0.0, 1.5, 0.5):
+        with kept_figure("test-bars") as (fig, axes):
+            with kept_figure("test-bars") as (new_fig, new_axes):
+                fresh = plot(new_fig, new_axes, shift)
+            assert plot(fig, axes, shift) == fresh

@@ -140,13 +140,18 @@ def _cleared(fig: Any, axes: Any) -> bool:
     if getattr(fig, "archsearch_axes", None) != len(fig.axes):
         return False
     for ax in axes.flat:
-        for artist in [*ax.lines, *ax.images, *ax.collections, *ax.patches, *ax.texts]:
+        for container in list(ax.containers):  # bars, error bars: with their own artists
+            container.remove()
+        drawn = [*ax.lines, *ax.images, *ax.collections, *ax.patches, *ax.texts, *ax.artists]
+        for artist in [*drawn, *ax.tables]:
             artist.remove()
         if ax.get_legend() is not None:
             ax.get_legend().remove()
         ax.set_prop_cycle(None)  # the next plot's colours start again at the first one
         ax.relim()  # data limits of nothing: the next plot's own data sets them
         ax.set_autoscale_on(True)
+    for artist in [*fig.legends, *fig.texts, *fig.lines, *fig.images, *fig.patches]:
+        artist.remove()
     if fig._suptitle is not None:
         fig._suptitle.set_text("")
     return True
