@@ -1,5 +1,6 @@
-"""The job figures (`curves.png`, `mask-logits.png`, `spectrum.png`) drawn on kept figures:
-each PNG is the one a new figure gives, whatever the kept figure drew before."""
+"""The job figures (`curves.png`, `mask-logits.png`, `spectrum.png`, `swaps.png`,
+`growth.png`) drawn on kept figures: each PNG is the one a new figure gives, whatever the
+kept figure drew before."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import pytest
 from PIL import Image
 
 from archsearch.core.export import curves_png, figure_png, kept_figure
+from archsearch.core.growth.schedule import GrowState
+from archsearch.core.methods.grow import growth_png
 from archsearch.core.pruning.plots import mask_logits_png, spectrum_png
+from archsearch.core.search.report import swaps_png
 
 
 def history(epochs: int, scale: float) -> list[dict[str, float]]:
@@ -37,6 +41,25 @@ def spectra(names: tuple[str, ...], size: int, seed: int) -> dict[str, list[floa
     return {name: sorted(rng.uniform(0, 2, size).tolist()) for name in names}
 
 
+def swaps(epochs: int, seed: int) -> list[dict[str, float]]:
+    rng = np.random.default_rng(seed)
+    return [
+        {"edges_entered": float(a), "edges_left": float(b), "real_edges": float(c)}
+        for a, b, c in rng.integers(0, 5_000, (epochs, 3))
+    ]
+
+
+def growth(rows: int, seed: int, baseline: bool) -> bytes:
+    rng = np.random.default_rng(seed)
+    state = GrowState()
+    state.history = [
+        {"seconds": 2.0 * i, "parameters": 1e3 * 2**i, "test_accuracy": float(a)}
+        for i, a in enumerate(np.sort(rng.uniform(0.1, 0.9, rows)))
+    ]
+    scratch = [{"seconds": 3.0 * i, "parameters": 5e4, "test_accuracy": 0.1 * i} for i in range(4)]
+    return growth_png(state, scratch if baseline else [])
+
+
 # Each kind in a sequence that changes what the last plot left: the number of epochs and
 # ticks, a title or none, a legend or none, the scale of the values, the number of lines.
 SEQUENCES: dict[str, tuple[dict, list[Callable[[], bytes]]]] = {
@@ -56,6 +79,22 @@ SEQUENCES: dict[str, tuple[dict, list[Callable[[], bytes]]]] = {
             lambda: mask_logits_png(histograms(10, 80, 1), (-1.5, 1.5), None),
             lambda: mask_logits_png(histograms(1, 40, 2), (-1.1, 5.5), 0),
             lambda: mask_logits_png(histograms(5, 80, 3), (-1.5, 1.5), None),
+        ],
+    ),
+    "swaps": (
+        {"ncols": 2},
+        [
+            lambda: swaps_png(swaps(3, 0), "search (dnw)"),
+            lambda: swaps_png(swaps(12, 1), "search (dnw), 2 graphs"),
+            lambda: swaps_png(swaps(1, 2), ""),
+        ],
+    ),
+    "growth": (
+        {"ncols": 2},
+        [
+            lambda: growth(6, 0, baseline=True),
+            lambda: growth(2, 1, baseline=False),
+            lambda: growth(9, 2, baseline=True),
         ],
     ),
     "spectrum": (
