@@ -137,3 +137,9 @@ class Breakdown:
             f"  fixed per-job work (total less {', '.join(looped)}): "
             f"{fixed:.2f} s = {fixed / plain:.1%}"
         )
+        figures = [part for part in self.parts if part.endswith(".png")]
+        drawn = statistics.median(
+            sum(self.seconds[part][r] for part in figures)
+            for r in range(len(self.seconds["total"]))
+        )
+        print(f"  of which figures ({', '.join(p.strip() for p in figures)}): {drawn:.2f} s")

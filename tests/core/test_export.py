@@ -73,6 +73,25 @@ def test_fixed_margins_keep_every_label_inside_the_figure() -> None:
     assert int((pixels[:40] < 128).sum()) > 20, "the suptitle is drawn near the top"
 
 
+def test_png_holds_the_pixels_savefig_draws_without_an_alpha_channel() -> None:
+    """The figure is drawn once at its own dpi and written as RGB: pixel for pixel what
+    matplotlib's `savefig` writes (as RGBA, every pixel opaque), at the same dpi."""
+    import numpy as np
+
+    fig, axes = new_figure(ncols=2)
+    axes[0][0].plot([1, 2, 3], [0.5, 0.2, 0.1], marker="o", label="train")
+    axes[0][0].legend()
+    axes[0][1].imshow(np.arange(12.0).reshape(3, 4), aspect="auto")
+    fig.suptitle("a title")
+    ours = Image.open(io.BytesIO(figure_png(fig)))
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    theirs = np.asarray(Image.open(buffer))
+    assert ours.mode == "RGB" and round(ours.info["dpi"][0]) == 110
+    assert bool((theirs[..., 3] == 255).all()), "an opaque figure: the alpha channel says nothing"
+    assert np.array_equal(np.asarray(ours), theirs[..., :3])
+
+
 def test_a_figure_with_an_unplanned_colorbar_is_cropped_to_its_content() -> None:
     fig, axes = new_figure(ncols=1)
     fig.colorbar(axes[0][0].imshow(torch.rand(4, 4).numpy()), ax=axes[0][0])

@@ -37,19 +37,22 @@ def reference_spectrum(weights: list[np.ndarray]) -> np.ndarray:
     return np.sort(np.linalg.eigvalsh(laplacian))
 
 
+# The eigenvalues lie in [0, 2] and are solved in float32: 1e-5 is 5e-6 of their range,
+# ten times float32's rounding of them, and a thousand times below the gaps between spectra.
+TOLERANCE = 1e-5
+
+
 def test_spectrum_matches_independent_computation() -> None:
     rng = np.random.default_rng(0)
     weights = [rng.normal(size=(5, 4)) * (rng.random((5, 4)) > 0.4), rng.normal(size=(3, 5))]
     ours = normalized_laplacian_spectrum([torch.from_numpy(w) for w in weights]).numpy()
-    assert np.allclose(ours, reference_spectrum(weights), atol=1e-10)
-    assert ours.min() > -1e-10 and ours.max() < 2 + 1e-10, (
-        "normalized Laplacian eigenvalues lie in [0, 2]"
-    )
+    assert np.abs(ours - reference_spectrum(weights)).max() < TOLERANCE
+    assert ours.min() >= 0 and ours.max() <= 2, "normalized Laplacian eigenvalues lie in [0, 2]"
 
 
 def dense_form_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
-    """The spectrum through the whole-graph adjacency and `I - d A d` as written: the dense
-    form the in-place construction must reproduce bit for bit."""
+    """The spectrum through the whole-graph adjacency and `I - d A d` as written, in float64:
+    the dense form the in-place float32 construction must reproduce within TOLERANCE."""
     adjacency = block_adjacency(weights)
     linked = (adjacency != 0).sum(1) > 1
     adjacency = adjacency[linked][:, linked]
@@ -60,27 +63,42 @@ def dense_form_spectrum(weights: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([isolated, torch.linalg.eigvalsh(laplacian)]).sort().values
 
 
-def test_spectrum_is_bit_identical_to_the_dense_form_with_cut_neurons() -> None:
-    generator = torch.Generator().manual_seed(3)
-    sizes = [60, 24, 12, 10]
+def pruned_mlp(sizes: list[int], density: float, seed: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
     weights = []
     for n_in, n_out in zip(sizes, sizes[1:], strict=False):
         w = torch.randn(n_out, n_in, generator=generator)
-        weights.append(w * (torch.rand(n_out, n_in, generator=generator) < 0.2))
+        weights.append(w * (torch.rand(n_out, n_in, generator=generator) < density))
+    return weights
+
+
+def test_spectrum_matches_the_float64_dense_form_with_cut_neurons() -> None:
+    weights = pruned_mlp([60, 24, 12, 10], density=0.2, seed=3)
     weights[0][:, :15] = 0  # inputs with every link cut
     weights[1][:4] = 0  # four hidden units with no link in
     weights[2][:, :4] = 0  # nor out
     for graph in (weights, [(w != 0).to(torch.float64) for w in weights]):
         ours, dense = normalized_laplacian_spectrum(graph), dense_form_spectrum(graph)
-        assert torch.equal(ours, dense) and torch.equal(ours.signbit(), dense.signbit())
-        assert int((ours == 0).sum()) >= 15 + 4, "one zero per cut neuron at least"
+        assert ours.dtype == torch.float64 and (ours - dense).abs().max() < TOLERANCE
+        assert int((ours == 0).sum()) >= 15 + 4, "one exact zero per cut neuron at least"
+
+
+def test_spectrum_of_an_mnist_sized_mlp_stays_within_tolerance() -> None:
+    """Float32's error grows with the matrix: checked at the size a prune job solves (the
+    default MLP on MNIST at density 0.1, a quarter of the pixels never linked)."""
+    weights = pruned_mlp([784, 256, 128, 10], density=0.1, seed=0)
+    weights[0][:, ::4] = 0
+    for graph in (weights, [(w != 0).to(torch.float64) for w in weights]):
+        ours, dense = normalized_laplacian_spectrum(graph), dense_form_spectrum(graph)
+        assert (ours - dense).abs().max() < TOLERANCE
+        assert bool((ours[1:] >= ours[:-1]).all()), "ascending"
 
 
 def test_disconnected_graph_has_one_zero_eigenvalue_per_component() -> None:
     w1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two separate chains 0-2-4, 1-3-5
     w2 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     eig = normalized_laplacian_spectrum([w1, w2])
-    assert int((eig.abs() < 1e-10).sum()) == 2
+    assert int((eig < TOLERANCE).sum()) == 2 and eig[2] > 0.1
 
 
 def test_pca_matches_covariance_eigendecomposition() -> None:

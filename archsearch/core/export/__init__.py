@@ -17,6 +17,7 @@ from archsearch.core.export.loading import load_model
 from archsearch.core.export.plots import (
     curves_png,
     figure_png,
+    kept_figure,
     new_figure,
     plain_log_ticks,
     whole_number_ticks,
@@ -30,6 +31,7 @@ __all__ = [
     "figure_png",
     "is_sparse_file",
     "json_bytes",
+    "kept_figure",
     "load_model",
     "load_state",
     "model_to_bytes",

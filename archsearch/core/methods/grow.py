@@ -23,7 +23,7 @@ from archsearch.core.export import (
     count_parameters,
     figure_png,
     json_bytes,
-    new_figure,
+    kept_figure,
     save_model,
     tensors_from_bytes,
 )
@@ -156,7 +156,11 @@ def _growth_json(
 
 def growth_png(state: GrowState, baseline: list[dict[str, float]]) -> bytes:
     """Test accuracy against time and against parameters, grown vs fixed baseline."""
-    fig, axes = new_figure(ncols=2)
+    with kept_figure("growth", ncols=2) as (fig, axes):
+        return _draw_growth(fig, axes, state, baseline)
+
+
+def _draw_growth(fig: Any, axes: Any, state: GrowState, baseline: list[dict[str, float]]) -> bytes:
     time_ax, param_ax = axes[0]
     rows = state.history
     time_ax.plot(

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from archsearch.core.export import figure_png, new_figure, tensors_to_bytes
+from archsearch.core.export import figure_png, kept_figure, new_figure, tensors_to_bytes
 from archsearch.core.nn.neural_graph import Graph, StaticGraph, model_graphs
 from archsearch.core.search.strategies import searchable_edges
 
@@ -89,7 +89,11 @@ def adjacency_png(model: nn.Module) -> bytes:
 
 
 def swaps_png(history: list[dict[str, float]], title: str) -> bytes:
-    fig, axes = new_figure(ncols=2)
+    with kept_figure("swaps", ncols=2) as (fig, axes):
+        return _draw_swaps(fig, axes, history, title)
+
+
+def _draw_swaps(fig: Any, axes: Any, history: list[dict[str, float]], title: str) -> bytes:
     epochs = list(range(1, len(history) + 1))
     ax, ax2 = axes[0]
     ax.plot(epochs, [r.get("edges_entered", 0.0) for r in history], marker="o", label="entered")
