@@ -10,7 +10,9 @@ ones kept dense) is swapped for a subclass that owns `mask_logits` (a Parameter)
 subclasses are still nn.Linear / nn.Conv2d, so FLOP counters and init code keep working.
 A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gradient.
 
-Unit granularity (`units`, one logit per unit read): `nn.unit_columns`.
+Unit granularity (`units`, one logit per unit read): `nn.unit_columns`. Weight-free layers
+("Disentangling Neural Architectures and Weights", section 5: links in {0, b}) compute
+b * (x @ m^T) with the {0, 1} mask m itself as the matrix (`weight_free_scale`).
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ class MaskedMixin(UnitColumns):
         if bool(self.mask_frozen):
             return self.frozen_mask()
         if self.binary_forward:
-            return binary_mask_straight_through(self.mask_logits, self.t_soft)
+            # The indicator the density count after the last step already formed.
+            positive = self.positive_mask()
+            return binary_mask_straight_through(self.mask_logits, self.t_soft, positive)
         return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
 
     def positive_mask(self) -> torch.Tensor:
@@ -148,14 +152,57 @@ class MaskedMixin(UnitColumns):
             )
         return self.unit_product(self.mask())
 
+    def mark_weight_free(self) -> None:
+        """Record that every weight is one constant b and the bias zero (`make_weight_free`),
+        both untrained: the layer then computes b * (x @ m^T), see `weight_free_scale`."""
+        self._weight_free = (float(self.weight.flatten()[0]), self._written(), True)
+
+    def weight_free_scale(self) -> float | None:
+        """b while the weight is the weight-free constant b, the bias zero and neither
+        trained, else None.
+
+        The weight-free network's layer is x @ (b m)^T = b * (x @ m^T): the mask itself goes
+        into the matrix product and b scales the (batch, out) output, so no weight-sized
+        product b * m is formed forward, nor g * b backward (autograd scales the output's
+        gradient instead). The same function; the float rounding of the sums differs.
+        Keyed by the tensors' version counters and storage: after any write (a checkpoint
+        loaded, a move) the weight is checked again, so the shortcut never outlives it.
+        """
+        held: tuple[float, tuple[int, ...], bool] | None = getattr(self, "_weight_free", None)
+        if held is None or any(t.requires_grad for t in self._weight_and_bias()):
+            return None
+        value, written, constant = held
+        if written != self._written():
+            constant = bool((self.weight == value).all()) and self._bias_is_zero()
+            self._weight_free = (value, self._written(), constant)
+        return value if constant else None
+
+    def _weight_and_bias(self) -> tuple[torch.Tensor, ...]:
+        bias: torch.Tensor | None = getattr(self, "bias", None)
+        return (self.weight,) if bias is None else (self.weight, bias)
+
+    def _written(self) -> tuple[int, ...]:
+        return tuple(n for t in self._weight_and_bias() for n in (t._version, t.data_ptr()))
+
+    def _bias_is_zero(self) -> bool:
+        bias: torch.Tensor | None = getattr(self, "bias", None)
+        return bias is None or not bool(bias.any())
+
 
 class MaskedLinear(MaskedMixin, nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.weight_free_scale()
+        if scale is not None:  # in place: the product's output is not saved for backward
+            return F.linear(x, self.mask()).mul_(scale)
         return F.linear(x, self.masked_weight(), self.bias)
 
 
 class MaskedConv2d(MaskedMixin, nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.weight_free_scale()
+        if scale is not None:
+            folded: torch.Tensor = self._conv_forward(x, self.mask(), None)
+            return folded.mul_(scale)
         out: torch.Tensor = self._conv_forward(x, self.masked_weight(), self.bias)
         return out
 
@@ -328,6 +375,9 @@ def make_weight_free(model: nn.Module, *, scaled: bool = True) -> None:
             if layer.bias is not None:
                 layer.bias.zero_()
     train_masks_only(model)
+    for _, layer in masked_layers(model):
+        if layer.unit_source is None:  # a unit mask is not weight-shaped: no matrix of m
+            layer.mark_weight_free()
 
 
 def train_masks_only(model: nn.Module) -> None:

@@ -67,24 +67,32 @@ def two_temperature_sigmoid(logits: torch.Tensor, t_hard: float, t_soft: float) 
 
 
 class StraightThroughMask(torch.autograd.Function):
-    """1[w > 0] forward; the derivative of sigmoid(t_soft w) backward."""
+    """1[w > 0] forward (or the given `positive`, that same indicator formed before);
+    the derivative of sigmoid(t_soft w) backward."""
 
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, t_soft: float) -> torch.Tensor:
+    def forward(
+        ctx: Any, logits: torch.Tensor, t_soft: float, positive: torch.Tensor | None
+    ) -> torch.Tensor:
         ctx.save_for_backward(logits)
         ctx.t_soft = t_soft
-        return positive_indicator(logits)
+        # A new tensor object over the cached indicator's storage: autograd marks the
+        # output it returns, and the cache must stay a plain tensor with no history.
+        return positive_indicator(logits) if positive is None else positive.detach()
 
     @staticmethod
-    def backward(ctx: Any, grad_mask: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: Any, grad_mask: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (logits,) = ctx.saved_tensors
-        return soft_sigmoid_grad(grad_mask, logits, ctx.t_soft), None
+        return soft_sigmoid_grad(grad_mask, logits, ctx.t_soft), None, None
 
 
-def binary_mask_straight_through(logits: torch.Tensor, t_soft: float) -> torch.Tensor:
-    """The exact mask 1[w > 0] with the soft surrogate gradient of eq. (7) (t_hard = inf)."""
+def binary_mask_straight_through(
+    logits: torch.Tensor, t_soft: float, positive: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The exact mask 1[w > 0] with the soft surrogate gradient of eq. (7) (t_hard = inf);
+    `positive`, when given, is that indicator already formed from the same logits."""
     assert t_soft > 0, "t_soft is a positive inverse temperature"
-    mask: torch.Tensor = StraightThroughMask.apply(logits, t_soft)  # type: ignore[no-untyped-call]
+    mask: torch.Tensor = StraightThroughMask.apply(logits, t_soft, positive)  # type: ignore[no-untyped-call]
     return mask
 
 
