@@ -63,6 +63,10 @@ class MaskedMixin(UnitColumns):
     t_hard: float
     t_soft: float
     binary_forward: bool
+    # The per-forward checks read tensors from the module's own dicts: `self.weight` goes
+    # through `nn.Module.__getattr__`, ~0.6 us a read, and these run per layer every step.
+    _parameters: dict[str, nn.Parameter | None]
+    _buffers: dict[str, torch.Tensor | None]
 
     def init_mask(
         self,
@@ -99,10 +103,10 @@ class MaskedMixin(UnitColumns):
         weight's dtype, so no write can leave a stale mask behind. Not cached under
         inference mode: such a tensor could not be saved for a later backward.
         """
-        logits = self.mask_logits
-        key = (logits._version, logits.data_ptr(), self.weight.dtype)
-        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = getattr(
-            self, "_frozen_cache", None
+        logits, weight = self._logits(), self._weight()
+        key = (logits._version, logits.data_ptr(), weight.dtype)
+        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = self.__dict__.get(
+            "_frozen_cache"
         )
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -111,16 +115,33 @@ class MaskedMixin(UnitColumns):
             self._frozen_cache = (key, mask)
         return mask
 
+    def _logits(self) -> torch.Tensor:
+        return self._parameters["mask_logits"]  # type: ignore[return-value]
+
+    def _weight(self) -> torch.Tensor:
+        return self._parameters["weight"]  # type: ignore[return-value]
+
+    def is_frozen(self) -> bool:
+        """`bool(mask_frozen)`, read again only after a write to the flag (its version
+        counter or storage changed): a tensor's truth value costs ~1 us, and every forward
+        and every step of the trainer asks it per layer."""
+        flag: torch.Tensor = self._buffers["mask_frozen"]  # type: ignore[assignment]
+        key = (flag._version, flag.data_ptr())
+        held: tuple[tuple[int, int], bool] | None = self.__dict__.get("_frozen_flag")
+        if held is None or held[0] != key:
+            held = self._frozen_flag = (key, bool(flag))
+        return held[1]
+
     def mask(self) -> torch.Tensor:
         # Frozen: the exact architecture 1[w > 0]; no gradient reaches the logits, so the
         # optimiser skips them (their .grad stays None) and the mask is computed once.
-        if bool(self.mask_frozen):
+        if self.is_frozen():
             return self.frozen_mask()
+        logits = self._logits()
         if self.binary_forward:
             # The indicator the density count after the last step already formed.
-            positive = self.positive_mask()
-            return binary_mask_straight_through(self.mask_logits, self.t_soft, positive)
-        return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
+            return binary_mask_straight_through(logits, self.t_soft, self.positive_mask())
+        return two_temperature_sigmoid(logits, self.t_hard, self.t_soft)
 
     def positive_mask(self) -> torch.Tensor:
         """1[w > 0] of weight-shaped logits as floats, formed once per logit update.
@@ -129,10 +150,10 @@ class MaskedMixin(UnitColumns):
         step sums it: the trainer's count makes it, the next forward reuses it. Keyed like
         `frozen_mask`; detached, so the graph never holds the cached tensor's history.
         """
-        logits = self.mask_logits
+        logits = self._logits()
         key = (logits._version, logits.data_ptr(), logits.dtype)
-        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = getattr(
-            self, "_positive_cache", None
+        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = self.__dict__.get(
+            "_positive_cache"
         )
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -142,20 +163,21 @@ class MaskedMixin(UnitColumns):
         return positive
 
     def masked_weight(self) -> torch.Tensor:
-        if bool(self.mask_frozen):
-            return self.weight * self.frozen_mask()  # a frozen mask is already weight-shaped
+        if self.is_frozen():
+            return self._weight() * self.frozen_mask()  # a frozen mask is weight-shaped
         if self.unit_source is None:
             # One autograd node for mask and product (`two_temperature.MaskedWeight`).
             positive = self.positive_mask() if self.binary_forward else None
             return masked_weight_product(
-                self.weight, self.mask_logits, self.t_hard, self.t_soft, positive
+                self._weight(), self._logits(), self.t_hard, self.t_soft, positive
             )
         return self.unit_product(self.mask())
 
     def mark_weight_free(self) -> None:
         """Record that every weight is one constant b and the bias zero (`make_weight_free`),
         both untrained: the layer then computes b * (x @ m^T), see `weight_free_scale`."""
-        self._weight_free = (float(self.weight.flatten()[0]), self._written(), True)
+        value = float(self.weight.flatten()[0])
+        self._weight_free = (value, self._written(), self._holds_constant(value))
 
     def weight_free_scale(self) -> float | None:
         """b while the weight is the weight-free constant b, the bias zero and neither
@@ -168,25 +190,28 @@ class MaskedMixin(UnitColumns):
         Keyed by the tensors' version counters and storage: after any write (a checkpoint
         loaded, a move) the weight is checked again, so the shortcut never outlives it.
         """
-        held: tuple[float, tuple[int, ...], bool] | None = getattr(self, "_weight_free", None)
-        if held is None or any(t.requires_grad for t in self._weight_and_bias()):
+        held: tuple[float, tuple[int, ...], bool] | None = self.__dict__.get("_weight_free")
+        if held is None:
             return None
         value, written, constant = held
-        if written != self._written():
-            constant = bool((self.weight == value).all()) and self._bias_is_zero()
-            self._weight_free = (value, self._written(), constant)
+        now = self._written()
+        if now != written:
+            constant = self._holds_constant(value)
+            self._weight_free = (value, now, constant)
         return value if constant else None
 
-    def _weight_and_bias(self) -> tuple[torch.Tensor, ...]:
-        bias: torch.Tensor | None = getattr(self, "bias", None)
-        return (self.weight,) if bias is None else (self.weight, bias)
-
     def _written(self) -> tuple[int, ...]:
-        return tuple(n for t in self._weight_and_bias() for n in (t._version, t.data_ptr()))
+        """What any write to the weight or bias changes: version counters, storage, and
+        whether they are trained."""
+        weight, bias = self._weight(), self._parameters.get("bias")
+        key = (weight._version, weight.data_ptr(), weight.requires_grad)
+        return key if bias is None else (*key, bias._version, bias.data_ptr(), bias.requires_grad)
 
-    def _bias_is_zero(self) -> bool:
-        bias: torch.Tensor | None = getattr(self, "bias", None)
-        return bias is None or not bool(bias.any())
+    def _holds_constant(self, value: float) -> bool:
+        weight, bias = self._weight(), self._parameters.get("bias")
+        if weight.requires_grad or not bool((weight == value).all()):
+            return False
+        return bias is None or not (bias.requires_grad or bool(bias.any()))
 
 
 class MaskedLinear(MaskedMixin, nn.Linear):

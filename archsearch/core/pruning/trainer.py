@@ -247,7 +247,7 @@ class MaskTrainer:
 
     def frozen(self) -> bool:
         # The layers listed once: walking the module tree every step showed in the profile.
-        return all(bool(layer.mask_frozen) for layer in self.layers)
+        return all(layer.is_frozen() for layer in self.layers)
 
     def density(self) -> float:
         """Fraction of logits above 0, as `nn.masked.density`, over the logits listed once.
