@@ -31,6 +31,7 @@ from archsearch.core.nn.two_temperature import (
     masked_weight_product,
     positive_indicator,
     two_temperature_sigmoid,
+    weight_free_linear,
 )
 from archsearch.core.nn.unit_columns import UnitColumns, UnitRead
 
@@ -217,9 +218,13 @@ class MaskedMixin(UnitColumns):
 class MaskedLinear(MaskedMixin, nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         scale = self.weight_free_scale()
-        if scale is not None:  # in place: the product's output is not saved for backward
-            return F.linear(x, self.mask()).mul_(scale)
-        return F.linear(x, self.masked_weight(), self.bias)
+        if scale is None:
+            return F.linear(x, self.masked_weight(), self.bias)
+        if self.binary_forward and x.dim() == 2 and not self.is_frozen():
+            # One node for mask, product and scale (`two_temperature.WeightFreeLinear`).
+            positive = self.positive_mask()
+            return weight_free_linear(x, self._logits(), positive, scale, self.t_soft)
+        return F.linear(x, self.mask()).mul_(scale)  # the product's output is not saved
 
 
 class MaskedConv2d(MaskedMixin, nn.Conv2d):
