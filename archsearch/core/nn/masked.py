@@ -12,7 +12,7 @@ A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gra
 
 Unit granularity (`units`, one logit per unit read): `nn.unit_columns`. Weight-free layers
 ("Disentangling Neural Architectures and Weights", section 5: links in {0, b}) compute
-b * (x @ m^T) with the {0, 1} mask m itself as the matrix (`weight_free_scale`).
+b * (x @ m^T) with the {0, 1} mask m itself as the matrix (`nn.weight_free`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from archsearch.core.nn.two_temperature import (
     weight_free_linear,
 )
 from archsearch.core.nn.unit_columns import UnitColumns, UnitRead
+from archsearch.core.nn.weight_free import WeightFreeScale
 
 MaskInit = Literal["uniform", "half_normal", "normal"]
 
@@ -56,7 +57,7 @@ def initial_logits(weight: torch.Tensor, scale: float, init: str) -> torch.Tenso
     return scale * (0.5 + 0.5 * torch.rand(shape, device=device))
 
 
-class MaskedMixin(UnitColumns):
+class MaskedMixin(UnitColumns, WeightFreeScale):
     """Shared mask state of MaskedLinear and MaskedConv2d."""
 
     mask_logits: nn.Parameter
@@ -119,9 +120,6 @@ class MaskedMixin(UnitColumns):
     def _logits(self) -> torch.Tensor:
         return self._parameters["mask_logits"]  # type: ignore[return-value]
 
-    def _weight(self) -> torch.Tensor:
-        return self._parameters["weight"]  # type: ignore[return-value]
-
     def is_frozen(self) -> bool:
         """`bool(mask_frozen)`, read again only after a write to the flag (its version
         counter or storage changed): a tensor's truth value costs ~1 us, and every forward
@@ -173,46 +171,6 @@ class MaskedMixin(UnitColumns):
                 self._weight(), self._logits(), self.t_hard, self.t_soft, positive
             )
         return self.unit_product(self.mask())
-
-    def mark_weight_free(self) -> None:
-        """Record that every weight is one constant b and the bias zero (`make_weight_free`),
-        both untrained: the layer then computes b * (x @ m^T), see `weight_free_scale`."""
-        value = float(self.weight.flatten()[0])
-        self._weight_free = (value, self._written(), self._holds_constant(value))
-
-    def weight_free_scale(self) -> float | None:
-        """b while the weight is the weight-free constant b, the bias zero and neither
-        trained, else None.
-
-        The weight-free network's layer is x @ (b m)^T = b * (x @ m^T): the mask itself goes
-        into the matrix product and b scales the (batch, out) output, so no weight-sized
-        product b * m is formed forward, nor g * b backward (autograd scales the output's
-        gradient instead). The same function; the float rounding of the sums differs.
-        Keyed by the tensors' version counters and storage: after any write (a checkpoint
-        loaded, a move) the weight is checked again, so the shortcut never outlives it.
-        """
-        held: tuple[float, tuple[int, ...], bool] | None = self.__dict__.get("_weight_free")
-        if held is None:
-            return None
-        value, written, constant = held
-        now = self._written()
-        if now != written:
-            constant = self._holds_constant(value)
-            self._weight_free = (value, now, constant)
-        return value if constant else None
-
-    def _written(self) -> tuple[int, ...]:
-        """What any write to the weight or bias changes: version counters, storage, and
-        whether they are trained."""
-        weight, bias = self._weight(), self._parameters.get("bias")
-        key = (weight._version, weight.data_ptr(), weight.requires_grad)
-        return key if bias is None else (*key, bias._version, bias.data_ptr(), bias.requires_grad)
-
-    def _holds_constant(self, value: float) -> bool:
-        weight, bias = self._weight(), self._parameters.get("bias")
-        if weight.requires_grad or not bool((weight == value).all()):
-            return False
-        return bias is None or not (bias.requires_grad or bool(bias.any()))
 
 
 class MaskedLinear(MaskedMixin, nn.Linear):
