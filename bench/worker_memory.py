@@ -29,12 +29,9 @@ Arms:
 - arena 2: MALLOC_ARENA_MAX=2 (glibc keeps two heaps for all threads, not eight per core).
 - no warm_up: the pool process skips `warm_up` (the first job then pays its imports and
   first calls; `bench/engine.py --worker` prints that job's time against a warm one).
-- no dynamo: a floor, not a fix. `torch.optim` imports torch._dynamo (and sympy) as an
-  optimiser is built (`add_param_group`), zeroes, saves its state (`torch._disable_dynamo`)
-  and steps (`_use_grad_for_differentiable`); this arm puts a stub `torch._dynamo` module
-  (graph_break, disable) in sys.modules first, to measure what a worker would hold if the
-  engine stepped its optimisers without torch.optim's classes (the functional
-  `torch.optim.adam.adam` imports none). Never do this in the service.
+- (gone) no dynamo: torch.optim's classes imported torch._dynamo and sympy (71 MB, see the
+  floors); the engine now steps torch's functional kernels (`core.optimizers`) and no job
+  imports it (`tests/core/test_optimizers.py`), so the stub arm has nothing left to measure.
 - no export (floor): `write_deployment` (the deployment artifacts: TorchScript and ONNX
   export, the ONNX Runtime check, the latency measurements) replaced by a no-op in the pool
   process, warm-up included: what the pool would hold if that ran in a short-lived child.
@@ -42,12 +39,11 @@ Arms:
 - mmap over 128k: glibc serves every allocation over 128 kB by its own mapping, returned
   to the system when freed (by default the threshold rises to the largest block freed, up
   to 32 MB, and freed blocks stay in the heap); "pool CPU s" shows what the faults cost.
-- no dynamo + no export: both floors at once.
 - dataset read: the job's inputs read from the cache files by one `pread` per row taken
   (`ReadRowsInputs`, a bench-only `Inputs`) instead of touching their mapping: what the pool
   holds when the dataset's pages stay in the page cache only (the machine still holds them
   there, counted in no process's RSS or Pss); "pool CPU s" shows what the reads cost.
-- all three: no dynamo, no export and the dataset read.
+- both: no export and the dataset read.
 - `--compare-with DIR` adds an arm "code of DIR": the same replay importing archsearch from
   another checkout (e.g. main), to compare a change against it in one run.
 
@@ -55,7 +51,7 @@ Floors, each a fresh interpreter: bare `import torch`, then one import each on t
 
 Run: PYTHONPATH=$PWD ARCHSEARCH_DATA_DIR=/work/shared/datasets python bench/worker_memory.py
      --database-url postgresql://postgres@127.0.0.1:5432/<an empty database> [--rounds 2]
-     [--arms "as built,no dynamo"] [--compare-with ../main]
+     [--arms "as built,dataset read"] [--compare-with ../main]
 """
 
 from __future__ import annotations
@@ -87,17 +83,15 @@ ARMS: dict[str, dict[str, str]] = {
     "as built": {},
     "arena 2": {"MALLOC_ARENA_MAX": "2"},
     "no warm_up": {"NO_WARM_UP": "1"},
-    "no dynamo": {"STUB": "1"},
     "no export (floor)": {"NO_EXPORT": "1"},
     "no spectrum (floor)": {"NO_SPECTRUM": "1"},
     "mmap over 128k": {"MALLOC_MMAP_THRESHOLD_": "131072"},
-    "no dynamo + no export": {"STUB": "1", "NO_EXPORT": "1"},
     "dataset read": {"READ_ROWS": "1"},
-    "all three": {"STUB": "1", "NO_EXPORT": "1", "READ_ROWS": "1"},
+    "both": {"NO_EXPORT": "1", "READ_ROWS": "1"},
 }
 # Run unless `--arms` names others: the worker as built and what each lever would give. The
 # earlier arms (CLI parent, arena 2, no warm_up, mmap over 128k) were measured and settled.
-DEFAULT_ARMS = "as built,no spectrum (floor),no export (floor),no dynamo,dataset read,all three"
+DEFAULT_ARMS = "as built,no spectrum (floor),no export (floor),dataset read,both"
 SAMPLE_SECONDS = 0.05  # the Pss sampler's interval
 TRAIN = {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 1}}
 PRUNE = {**TRAIN, "method": "prune"}
@@ -142,18 +136,6 @@ def mapped_dataset(cache_dir: Path) -> float:
         elif fields[0] == "Rss:" and mapping.startswith(str(cache_dir)):
             total_kb += int(fields[1])
     return total_kb / 1024
-
-
-def stub_dynamo() -> None:
-    """The 'no dynamo' arm only: what torch.optim's wrappers call, as no-ops."""
-    import torch
-
-    stub = types.ModuleType("torch._dynamo")
-    stub.graph_break = lambda: None  # type: ignore[attr-defined]
-    stub.disable = lambda fn, recursive=True, wrapping=True: fn  # type: ignore[attr-defined]
-    stub.is_compiling = lambda: False  # type: ignore[attr-defined]
-    sys.modules["torch._dynamo"] = stub
-    torch._dynamo = stub  # type: ignore[attr-defined]
 
 
 def stub_end_of_job() -> None:
@@ -309,8 +291,6 @@ def pool_process(settings: Any, stages: list[tuple[str, dict[str, float]]]) -> N
 def run_arm(args: argparse.Namespace) -> None:
     """Parent then child; the child prints its stages as JSON, with the parent's Pss read
     while both live."""
-    if os.environ.get("STUB"):
-        stub_dynamo()
     for name in filter(None, os.environ.get("EXTRA_IMPORTS", "").split(",")):
         importlib.import_module(name)
     import archsearch.worker.app  # noqa: F401  # what the `archsearch worker` parent imports
@@ -333,6 +313,7 @@ def run_arm(args: argparse.Namespace) -> None:
         out = {"stages": stages, "end": end}
         out["at_peak"] = sampler.at_peak
         out["end"]["dataset"] = mapped_dataset(settings.resolved_dataset_cache_dir)
+        out["end"]["dynamo"] = float("torch._dynamo" in sys.modules)  # 71 MB when imported
         out["parent"] = {**pss(parent_pid), "VmRSS": rss_of(parent_pid)}
         os.write(write, json.dumps(out).encode())
         os._exit(0)
@@ -410,12 +391,17 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
             hwm = median([r["stages"][i][1]["VmHWM"] for r in results[arm]])
             cells.append(f"{rss:8.0f} / {hwm:6.0f}")
         print(f"{stage:36s}" + "".join(f"{c:>20s}" for c in cells))
-    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s"):
+    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s", "dynamo"):
         row = [median([r["end"][key] for r in results[a]]) for a in arms]
         print(f"{'pool at the end: ' + key:36s}" + "".join(f"{v:20.1f}" for v in row))
     for key in ("VmRSS", "Pss", "Private"):
         row = [median([r["parent"][key] for r in results[a]]) for a in arms]
         print(f"{'parent at the end: ' + key:36s}" + "".join(f"{v:20.0f}" for v in row))
+    # What the machine pays for the two processes: shared pages counted once, not twice.
+    row = [median([r["end"]["Pss"] + r["parent"]["Pss"] for r in results[a]]) for a in arms]
+    print(f"{'pool + parent at the end: Pss':36s}" + "".join(f"{v:20.0f}" for v in row))
+    row = [median([r["end"]["VmRSS"] + r["parent"]["VmRSS"] for r in results[a]]) for a in arms]
+    print(f"{'pool + parent at the end: VmRSS':36s}" + "".join(f"{v:20.0f}" for v in row))
     print("\nthe job thread at the pool's highest sampled Rss (innermost last), per round:")
     for arm in arms:
         for r, result in enumerate(results[arm]):

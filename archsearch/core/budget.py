@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import torch
 
 from archsearch.core.context import Result, RunContext
+from archsearch.core.optimizers import FunctionalOptimizer
 
 CHECKPOINT_KEY = "budget_spent"
 Spec = TypeVar("Spec")
@@ -56,13 +57,13 @@ class Spend:
 _current: ContextVar[Spend | None] = ContextVar("archsearch_budget_spend", default=None)
 
 
-def _after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+def _after_step(optimizer: FunctionalOptimizer, args: Any, kwargs: Any) -> None:
     spend = _current.get()
     if spend is not None:
         spend.optimizer_steps += 1
 
 
-def counted(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+def counted(optimizer: FunctionalOptimizer) -> FunctionalOptimizer:
     """`optimizer`, its every step charged to the running method (if any)."""
     optimizer.register_step_post_hook(_after_step)
     return optimizer

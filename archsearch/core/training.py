@@ -25,6 +25,7 @@ from archsearch.core.data.inputs import Rows, take_rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.float_mode import subnormals_flushed
+from archsearch.core.optimizers import FunctionalOptimizer, LambdaSchedule
 from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -39,16 +40,18 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def make_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
-    """The weights' optimiser; its steps are charged to the job's budget (`core.budget`)."""
+def make_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> FunctionalOptimizer:
+    """The weights' optimiser (torch.optim's SGD, Adam or AdamW update, `core.optimizers`);
+    its steps are charged to the job's budget (`core.budget`)."""
     return counted(_new_optimizer(params, spec))
 
 
-def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
+def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> FunctionalOptimizer:
     params = [p for p in params if p.requires_grad]
     fused = fusable(params)
     if spec.name == "sgd":
-        return torch.optim.SGD(
+        return FunctionalOptimizer(
+            "sgd",
             params,
             lr=spec.lr,
             momentum=spec.momentum,
@@ -56,9 +59,9 @@ def _new_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch
             nesterov=spec.nesterov and spec.momentum > 0,
             fused=fused,
         )
-    if spec.name == "adam":
-        return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay, fused=fused)
-    return torch.optim.AdamW(params, lr=spec.lr, weight_decay=spec.weight_decay, fused=fused)
+    return FunctionalOptimizer(
+        spec.name, params, lr=spec.lr, weight_decay=spec.weight_decay, fused=fused
+    )
 
 
 def fusable(params: list[nn.Parameter]) -> bool | None:
@@ -182,8 +185,8 @@ def _restore(
     state: dict[str, Any] | None,
     phase: str,
     model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    optimizer: FunctionalOptimizer,
+    scheduler: LambdaSchedule,
     hooks: TrainHooks,
 ) -> tuple[int, list[dict[str, float]]]:
     if state is None or state.get("phase") != phase:
@@ -258,17 +261,17 @@ def _optimizer_and_schedule(
     spec: TrainingSpec,
     epochs: int,
     per_epoch: int,
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+) -> tuple[FunctionalOptimizer, LambdaSchedule]:
     optimizer = make_optimizer(params if params is not None else model.parameters(), spec.optimizer)
     factor = lr_factor(spec.schedule, epochs, per_epoch)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return optimizer, LambdaSchedule(optimizer, factor)
 
 
 def _epoch_row(
     model: nn.Module,
     data: Dataset,
     device: torch.device,
-    optimizer: torch.optim.Optimizer,
+    optimizer: FunctionalOptimizer,
     hooks: TrainHooks,
     epoch: int,
     train_loss: float,
@@ -292,8 +295,8 @@ def _checkpoint_state(
     epochs_done: int,
     history: list[dict[str, float]],
     model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    optimizer: FunctionalOptimizer,
+    scheduler: LambdaSchedule,
     hooks: TrainHooks,
 ) -> dict[str, Any]:
     """What `_restore` needs to continue after `epochs_done` epochs of `phase`."""
@@ -314,8 +317,8 @@ def _train_epoch(
     data: Dataset,
     spec: TrainingSpec,
     ctx: RunContext,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    optimizer: FunctionalOptimizer,
+    scheduler: LambdaSchedule,
     hooks: TrainHooks,
     epoch: int,
     total: int,
@@ -355,25 +358,18 @@ def clear_grads(params: Iterable[nn.Parameter]) -> None:
         p.grad = None
 
 
-def _grad_clearer(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
+def _grad_clearer(optimizer: FunctionalOptimizer) -> Callable[[], None]:
     """`clear_grads` of the optimiser's parameters, listed once for the whole run."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     return functools.partial(clear_grads, params)
 
 
-def _weight_step(optimizer: torch.optim.Optimizer) -> Callable[[], Any]:
+def _weight_step(optimizer: FunctionalOptimizer) -> Callable[[], Any]:
     """`optimizer.step`, or, when it holds nothing to update (a weight-free prune trains its
-    logits in a hook and passes an empty placeholder), only the budget's count of the step:
-    torch's step wrapper alone cost ~4% of such a loop. The first step of an epoch is a real
-    (empty) one: the scheduler warns when its first step comes before any optimiser step."""
+    logits in a hook and passes an empty placeholder), only the budget's count of the step."""
     if any(p.numel() for group in optimizer.param_groups for p in group["params"]):
         return optimizer.step
-    steps = [optimizer.step]
-
-    def step() -> None:
-        steps.pop()() if steps else count_optimizer_step()
-
-    return step
+    return count_optimizer_step
 
 
 class StepMeans:

@@ -36,6 +36,7 @@ from archsearch.core.growth.schedule import (
 )
 from archsearch.core.models import create_model
 from archsearch.core.nn.growable import carry_optimizer_state
+from archsearch.core.optimizers import FunctionalOptimizer
 from archsearch.core.training import (
     StepMeans,
     check_stop,
@@ -51,7 +52,7 @@ CHECKPOINT_PHASE = "grow"
 
 
 def _checkpoint(
-    ctx: RunContext, model: nn.Module, optimizer: torch.optim.Optimizer, state: GrowState
+    ctx: RunContext, model: nn.Module, optimizer: FunctionalOptimizer, state: GrowState
 ) -> None:
     ctx.save_checkpoint(
         {
@@ -71,7 +72,7 @@ def _restore(
     spec: GrowJob,
     data: Dataset,
     model: nn.Module,
-) -> tuple[nn.Module, torch.optim.Optimizer, GrowState]:
+) -> tuple[nn.Module, FunctionalOptimizer, GrowState]:
     saved: dict[str, Any] | None = ctx.load_checkpoint()
     if saved is None or saved.get("phase") != CHECKPOINT_PHASE:
         return model, make_optimizer(model.parameters(), spec.training.optimizer), GrowState()
@@ -105,7 +106,7 @@ class _Batches:
 
 
 def _set_lr(
-    optimizer: torch.optim.Optimizer, spec: GrowJob, state: GrowState, total: int, per_epoch: int
+    optimizer: FunctionalOptimizer, spec: GrowJob, state: GrowState, total: int, per_epoch: int
 ) -> None:
     """Constant rate while growing; the spec's schedule over the steps left after growth."""
     factor = 1.0
@@ -120,13 +121,13 @@ def _set_lr(
 
 def _grow(
     model: nn.Module,
-    optimizer: torch.optim.Optimizer,
+    optimizer: FunctionalOptimizer,
     data: Dataset,
     spec: GrowJob,
     state: GrowState,
     ctx: RunContext,
     train_loss: float,
-) -> torch.optim.Optimizer:
+) -> FunctionalOptimizer:
     old_params = list(model.parameters())
     entry = growth_step(model, data, spec, state, ctx.device)
     state.growth_steps += 1
@@ -176,7 +177,7 @@ def _verb(state: GrowState) -> str:
 
 def _train_step(
     model: nn.Module,
-    optimizer: torch.optim.Optimizer,
+    optimizer: FunctionalOptimizer,
     xb: torch.Tensor,
     yb: torch.Tensor,
     spec: GrowJob,
@@ -185,7 +186,7 @@ def _train_step(
     """One optimiser step on a batch; returns its loss."""
     loss = F.cross_entropy(model(xb), yb)
     ensure_finite(loss, step)
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad()
     torch.autograd.backward(loss)
     if spec.training.max_grad_norm is not None:
         nn.utils.clip_grad_norm_(model.parameters(), spec.training.max_grad_norm)

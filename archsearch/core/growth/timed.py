@@ -50,7 +50,7 @@ def train_for_seconds(
             xb, yb = data.x_train[index].to(device), data.y_train[index].to(device)
             loss = F.cross_entropy(model(xb), yb)
             ensure_finite(loss, step)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             torch.autograd.backward(loss)
             optimizer.step()
             count_training_samples(len(index))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from archsearch.core.optimizers import FunctionalOptimizer
+
 
 def with_bias_column(h: torch.Tensor) -> torch.Tensor:
     """Activities B with a last column of ones: the bias row of the paper's b = (x, 1)."""
@@ -73,9 +75,9 @@ def _padded(old: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 
 
 def carry_optimizer_state(
-    old: torch.optim.Optimizer,
+    old: FunctionalOptimizer,
     old_params: list[nn.Parameter],
-    new: torch.optim.Optimizer,
+    new: FunctionalOptimizer,
     new_params: list[nn.Parameter],
 ) -> None:
     """Copy per-parameter optimiser state (Adam moments, momentum) onto widened parameters.

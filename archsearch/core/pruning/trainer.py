@@ -30,6 +30,7 @@ from archsearch.core.nn.masked import (
     masked_layers,
     positive_count,
 )
+from archsearch.core.optimizers import FunctionalOptimizer
 from archsearch.core.training import TrainHooks, clear_grads, cross_entropy, fusable
 
 HIST_BINS = 80
@@ -54,14 +55,14 @@ class MaskSchedule:
     clipped: bool = False
 
 
-def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> torch.optim.Optimizer:
+def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> FunctionalOptimizer:
     # The fused kernel where torch has one, as for the weights (`core.training.fusable`): one
     # call per step instead of a loop of small ops per logit tensor. The same
     # update; only float rounding may differ.
     fused = fusable(params)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, fused=fused)
-    return torch.optim.Adam(params, lr=lr, fused=fused)
+        return FunctionalOptimizer("sgd", params, lr=lr, fused=fused)
+    return FunctionalOptimizer("adam", params, lr=lr, fused=fused)
 
 
 def quantile_by_selection(values: torch.Tensor, q: float) -> torch.Tensor:
