@@ -252,3 +252,56 @@ def test_binary_forward_mask_follows_every_fused_optimiser_step() -> None:
         expected = layer.weight.detach() * now.float()
         assert torch.equal(layer.masked_weight().detach(), expected), f"stale mask at {step}"
     assert flips > 0, "the test moved some logits across 0"
+
+
+def _weight_free_pair(conv: bool) -> tuple[nn.Module, nn.Module]:
+    """The same weight-free network twice: folded (b * (x @ m^T)), and with the fold off
+    (the general path x @ (b * m)^T)."""
+    if conv:
+        arch = Architecture(CNNConfig(channels=(4,), hidden=()), (2, 6, 6), 3)
+    else:
+        arch = Architecture(MLPConfig(hidden=(9,), activation="elu"), (1, 4, 4), 3)
+    models = []
+    for _ in range(2):
+        torch.manual_seed(5)
+        model = create_model(arch)
+        mask_model(model, init="normal", binary_forward=True, t_soft=5.0)
+        make_weight_free(model)
+        models.append(model)
+    for _, layer in masked_layers(models[1]):
+        layer._weight_free = None
+    return models[0], models[1]
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_weight_free_fold_computes_the_general_products(conv: bool) -> None:
+    folded, general = _weight_free_pair(conv)
+    assert all(layer.weight_free_scale() is not None for _, layer in masked_layers(folded))
+    assert all(layer.weight_free_scale() is None for _, layer in masked_layers(general))
+    x = torch.randn(8, 2, 6, 6) if conv else torch.randn(8, 1, 4, 4)
+    outputs = [model(x) for model in (folded, general)]
+    for out in outputs:
+        out.square().sum().backward()
+    # Not to the bit: b multiplies the sums instead of their terms.
+    assert torch.allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+    for (_, a), (_, b) in zip(masked_layers(folded), masked_layers(general), strict=True):
+        assert a.mask_logits.grad is not None and b.mask_logits.grad is not None
+        scale = float(b.mask_logits.grad.abs().max())
+        assert scale > 0
+        assert torch.allclose(a.mask_logits.grad, b.mask_logits.grad, rtol=1e-4, atol=1e-6 * scale)
+
+
+def test_weight_free_fold_ends_when_a_weight_changes_and_survives_a_reload() -> None:
+    folded, _ = _weight_free_pair(conv=False)
+    layers = [layer for _, layer in masked_layers(folded)]
+    folded.load_state_dict(folded.state_dict())  # the same constants written again
+    assert all(layer.weight_free_scale() is not None for layer in layers)
+    with torch.no_grad():
+        layers[0].weight[0, 0] += 1.0
+    assert layers[0].weight_free_scale() is None, "no longer one constant: the general path"
+    x = torch.randn(3, 1, 4, 4)
+    plain = create_model(Architecture(MLPConfig(hidden=(9,), activation="elu"), (1, 4, 4), 3))
+    plain.load_state_dict(plain_state_dict(folded))
+    assert torch.allclose(plain(x), folded(x), atol=1e-6), "the changed weight is used"
+    layers[1].bias.requires_grad_(True)
+    assert layers[1].weight_free_scale() is None, "a trained bias is never dropped"

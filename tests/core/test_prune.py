@@ -28,7 +28,7 @@ from archsearch.core.nn.masked import (
 )
 from archsearch.core.pruning.build import build_masked_model, weight_params
 from archsearch.core.pruning.compact import compact_model
-from archsearch.core.pruning.trainer import MaskTrainer
+from archsearch.core.pruning.trainer import MaskTrainer, quantile_by_selection
 from archsearch.core.training import evaluate_predictions, fit, seed_everything
 from archsearch.specs import DatasetRef, parse_job_spec
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
@@ -370,3 +370,15 @@ def test_a_weight_free_binary_forward_keeps_its_last_test_pass_as_the_final_one(
     )
     assert last[:2] == (loss, accuracy) and torch.equal(last[2], counts)
     assert trainer.relaxed_accuracy == accuracy, "binarising changed nothing"
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 1000, 235_146])
+def test_quantile_by_selection_is_torchs_quantile_to_the_bit(size: int) -> None:
+    """The adaptive penalty's first gamma reads the logit gradients' 10% quantile."""
+    generator = torch.Generator().manual_seed(size)
+    for scale in (1e-7, 1e-3, 1.0):
+        values = scale * torch.randn(size, generator=generator).abs()
+        if size > 2:
+            values[: size // 3] = values[size // 3]  # ties, as many gradients are equal
+        for q in (0.1, 0.5, 0.9):
+            assert torch.equal(quantile_by_selection(values, q), values.quantile(q))

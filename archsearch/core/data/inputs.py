@@ -2,10 +2,12 @@
 
 The built-in image datasets keep their raw pixels (uint8: 1 byte a value, a quarter of
 float32, so MNIST's 60,000 training images take 47 MB instead of 188 MB in every worker).
-Indexing returns the rows asked for as normalised float32, with the same float32 operations
-in the same order as a whole-array normalisation (`(x / scale - mean) / std`, per channel),
-so a batch is bit-identical to the same rows of the old normalised copy. Uploaded datasets
-and in-memory tensors are stored already normalised: their `Inputs` index without a step.
+Indexing returns the rows asked for as normalised float32, `(x / scale - mean) / std` per
+channel computed as one multiply-add `x * a + b` (a = 1 / (scale * std), b = -mean / std):
+a batch is bit-identical to the same rows of the whole normalised split (`normalised`), and
+within 2 units in the last place of the three-step formula the loaders used before (its
+divisions cost a training step ~45 us more on MNIST). Uploaded datasets and in-memory
+tensors are stored already normalised: their `Inputs` index without a step.
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ class Inputs:
         # `means`, not `mean`: a tensor's method names stay free for `__getattr__` below.
         self.scale, self.means, self.stds = float(scale), tuple(mean), tuple(std)
         self.identity = self.scale == 1.0 and set(self.means) <= {0.0} and set(self.stds) <= {1.0}
-        # float32 like the old whole-array normalisation (`torch.tensor(info.mean)`).
-        self._mean = torch.tensor(self.means, dtype=torch.float32)
-        self._std = torch.tensor(self.stds, dtype=torch.float32)
-        self._scale = torch.tensor(self.scale, dtype=torch.float32)
+        # The float32 statistics (as `torch.tensor(info.mean)` holds them) folded into one
+        # factor and one offset per channel, in float64 and rounded once.
+        means = torch.tensor(self.means, dtype=torch.float32).double()
+        stds = torch.tensor(self.stds, dtype=torch.float32).double()
+        self._factor = (1.0 / (self.scale * stds)).float()
+        self._offset = (-means / stds).float()
         self._stats_by_ndim: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @classmethod
@@ -98,21 +102,20 @@ class Inputs:
     def _normalise(self, rows: torch.Tensor) -> torch.Tensor:
         if self.identity:
             return rows
-        mean, std = self._channel_stats(rows.dim())
-        # Integers are divided as they are: the division converts them on the way (exactly,
-        # as `.to(float32)` does) and writes a new float32 tensor, one pass instead of two
-        # (10% less CPU a batch). A float32 0-dim divisor makes the result float32 whatever
-        # the default dtype. Stored floats are converted first, as before.
+        factor, offset = self._channel_stats(rows.dim())
+        # Integers are multiplied as they are: the product converts them on the way (exactly,
+        # as `.to(float32)` does) into a new float32 tensor (the factor's dtype), one pass
+        # instead of two. Stored floats are converted first.
         values = rows if not rows.is_floating_point() else rows.to(torch.float32)
-        return torch.true_divide(values, self._scale).sub_(mean).div_(std)
+        return torch.mul(values, factor).add_(offset)
 
     def _channel_stats(self, ndim: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and std shaped to broadcast over rows of `ndim` dimensions (the channel
+        """Factor and offset shaped to broadcast over rows of `ndim` dimensions (the channel
         axis is 1 for a batch, 0 for a single sample); kept, as every batch asks again."""
         if ndim not in self._stats_by_ndim:
             view = [1] * ndim
             view[ndim - self.stored.dim() + 1] = -1
-            self._stats_by_ndim[ndim] = (self._mean.view(view), self._std.view(view))
+            self._stats_by_ndim[ndim] = (self._factor.view(view), self._offset.view(view))
         return self._stats_by_ndim[ndim]
 
     def normalised(self) -> torch.Tensor:

@@ -10,7 +10,9 @@ ones kept dense) is swapped for a subclass that owns `mask_logits` (a Parameter)
 subclasses are still nn.Linear / nn.Conv2d, so FLOP counters and init code keep working.
 A frozen layer uses the exact binary mask 1[w > 0] and its logits receive no gradient.
 
-Unit granularity (`units`, one logit per unit read): `nn.unit_columns`.
+Unit granularity (`units`, one logit per unit read): `nn.unit_columns`. Weight-free layers
+("Disentangling Neural Architectures and Weights", section 5: links in {0, b}) compute
+b * (x @ m^T) with the {0, 1} mask m itself as the matrix (`nn.weight_free`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from archsearch.core.nn.two_temperature import (
     masked_weight_product,
     positive_indicator,
     two_temperature_sigmoid,
+    weight_free_linear,
 )
 from archsearch.core.nn.unit_columns import UnitColumns, UnitRead
+from archsearch.core.nn.weight_free import WeightFreeScale
 
 MaskInit = Literal["uniform", "half_normal", "normal"]
 
@@ -53,7 +57,7 @@ def initial_logits(weight: torch.Tensor, scale: float, init: str) -> torch.Tenso
     return scale * (0.5 + 0.5 * torch.rand(shape, device=device))
 
 
-class MaskedMixin(UnitColumns):
+class MaskedMixin(UnitColumns, WeightFreeScale):
     """Shared mask state of MaskedLinear and MaskedConv2d."""
 
     mask_logits: nn.Parameter
@@ -61,6 +65,10 @@ class MaskedMixin(UnitColumns):
     t_hard: float
     t_soft: float
     binary_forward: bool
+    # The per-forward checks read tensors from the module's own dicts: `self.weight` goes
+    # through `nn.Module.__getattr__`, ~0.6 us a read, and these run per layer every step.
+    _parameters: dict[str, nn.Parameter | None]
+    _buffers: dict[str, torch.Tensor | None]
 
     def init_mask(
         self,
@@ -97,10 +105,10 @@ class MaskedMixin(UnitColumns):
         weight's dtype, so no write can leave a stale mask behind. Not cached under
         inference mode: such a tensor could not be saved for a later backward.
         """
-        logits = self.mask_logits
-        key = (logits._version, logits.data_ptr(), self.weight.dtype)
-        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = getattr(
-            self, "_frozen_cache", None
+        logits, weight = self._logits(), self._weight()
+        key = (logits._version, logits.data_ptr(), weight.dtype)
+        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = self.__dict__.get(
+            "_frozen_cache"
         )
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -109,14 +117,30 @@ class MaskedMixin(UnitColumns):
             self._frozen_cache = (key, mask)
         return mask
 
+    def _logits(self) -> torch.Tensor:
+        return self._parameters["mask_logits"]  # type: ignore[return-value]
+
+    def is_frozen(self) -> bool:
+        """`bool(mask_frozen)`, read again only after a write to the flag (its version
+        counter or storage changed): a tensor's truth value costs ~1 us, and every forward
+        and every step of the trainer asks it per layer."""
+        flag: torch.Tensor = self._buffers["mask_frozen"]  # type: ignore[assignment]
+        key = (flag._version, flag.data_ptr())
+        held: tuple[tuple[int, int], bool] | None = self.__dict__.get("_frozen_flag")
+        if held is None or held[0] != key:
+            held = self._frozen_flag = (key, bool(flag))
+        return held[1]
+
     def mask(self) -> torch.Tensor:
         # Frozen: the exact architecture 1[w > 0]; no gradient reaches the logits, so the
         # optimiser skips them (their .grad stays None) and the mask is computed once.
-        if bool(self.mask_frozen):
+        if self.is_frozen():
             return self.frozen_mask()
+        logits = self._logits()
         if self.binary_forward:
-            return binary_mask_straight_through(self.mask_logits, self.t_soft)
-        return two_temperature_sigmoid(self.mask_logits, self.t_hard, self.t_soft)
+            # The indicator the density count after the last step already formed.
+            return binary_mask_straight_through(logits, self.t_soft, self.positive_mask())
+        return two_temperature_sigmoid(logits, self.t_hard, self.t_soft)
 
     def positive_mask(self) -> torch.Tensor:
         """1[w > 0] of weight-shaped logits as floats, formed once per logit update.
@@ -125,10 +149,10 @@ class MaskedMixin(UnitColumns):
         step sums it: the trainer's count makes it, the next forward reuses it. Keyed like
         `frozen_mask`; detached, so the graph never holds the cached tensor's history.
         """
-        logits = self.mask_logits
+        logits = self._logits()
         key = (logits._version, logits.data_ptr(), logits.dtype)
-        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = getattr(
-            self, "_positive_cache", None
+        cached: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = self.__dict__.get(
+            "_positive_cache"
         )
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -138,24 +162,35 @@ class MaskedMixin(UnitColumns):
         return positive
 
     def masked_weight(self) -> torch.Tensor:
-        if bool(self.mask_frozen):
-            return self.weight * self.frozen_mask()  # a frozen mask is already weight-shaped
+        if self.is_frozen():
+            return self._weight() * self.frozen_mask()  # a frozen mask is weight-shaped
         if self.unit_source is None:
             # One autograd node for mask and product (`two_temperature.MaskedWeight`).
             positive = self.positive_mask() if self.binary_forward else None
             return masked_weight_product(
-                self.weight, self.mask_logits, self.t_hard, self.t_soft, positive
+                self._weight(), self._logits(), self.t_hard, self.t_soft, positive
             )
         return self.unit_product(self.mask())
 
 
 class MaskedLinear(MaskedMixin, nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.masked_weight(), self.bias)
+        scale = self.weight_free_scale()
+        if scale is None:
+            return F.linear(x, self.masked_weight(), self.bias)
+        if self.binary_forward and x.dim() == 2 and not self.is_frozen():
+            # One node for mask, product and scale (`two_temperature.WeightFreeLinear`).
+            positive = self.positive_mask()
+            return weight_free_linear(x, self._logits(), positive, scale, self.t_soft)
+        return F.linear(x, self.mask()).mul_(scale)  # the product's output is not saved
 
 
 class MaskedConv2d(MaskedMixin, nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.weight_free_scale()
+        if scale is not None:
+            folded: torch.Tensor = self._conv_forward(x, self.mask(), None)
+            return folded.mul_(scale)
         out: torch.Tensor = self._conv_forward(x, self.masked_weight(), self.bias)
         return out
 
@@ -328,6 +363,9 @@ def make_weight_free(model: nn.Module, *, scaled: bool = True) -> None:
             if layer.bias is not None:
                 layer.bias.zero_()
     train_masks_only(model)
+    for _, layer in masked_layers(model):
+        if layer.unit_source is None:  # a unit mask is not weight-shaped: no matrix of m
+            layer.mark_weight_free()
 
 
 def train_masks_only(model: nn.Module) -> None:

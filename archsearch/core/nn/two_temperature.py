@@ -67,24 +67,32 @@ def two_temperature_sigmoid(logits: torch.Tensor, t_hard: float, t_soft: float) 
 
 
 class StraightThroughMask(torch.autograd.Function):
-    """1[w > 0] forward; the derivative of sigmoid(t_soft w) backward."""
+    """1[w > 0] forward (or the given `positive`, that same indicator formed before);
+    the derivative of sigmoid(t_soft w) backward."""
 
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, t_soft: float) -> torch.Tensor:
+    def forward(
+        ctx: Any, logits: torch.Tensor, t_soft: float, positive: torch.Tensor | None
+    ) -> torch.Tensor:
         ctx.save_for_backward(logits)
         ctx.t_soft = t_soft
-        return positive_indicator(logits)
+        # A new tensor object over the cached indicator's storage: autograd marks the
+        # output it returns, and the cache must stay a plain tensor with no history.
+        return positive_indicator(logits) if positive is None else positive.detach()
 
     @staticmethod
-    def backward(ctx: Any, grad_mask: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: Any, grad_mask: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (logits,) = ctx.saved_tensors
-        return soft_sigmoid_grad(grad_mask, logits, ctx.t_soft), None
+        return soft_sigmoid_grad(grad_mask, logits, ctx.t_soft), None, None
 
 
-def binary_mask_straight_through(logits: torch.Tensor, t_soft: float) -> torch.Tensor:
-    """The exact mask 1[w > 0] with the soft surrogate gradient of eq. (7) (t_hard = inf)."""
+def binary_mask_straight_through(
+    logits: torch.Tensor, t_soft: float, positive: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The exact mask 1[w > 0] with the soft surrogate gradient of eq. (7) (t_hard = inf);
+    `positive`, when given, is that indicator already formed from the same logits."""
     assert t_soft > 0, "t_soft is a positive inverse temperature"
-    mask: torch.Tensor = StraightThroughMask.apply(logits, t_soft)  # type: ignore[no-untyped-call]
+    mask: torch.Tensor = StraightThroughMask.apply(logits, t_soft, positive)  # type: ignore[no-untyped-call]
     return mask
 
 
@@ -132,3 +140,49 @@ def masked_weight_product(
     assert t_hard > 0 and t_soft > 0, "temperatures are positive inverse temperatures"
     product: torch.Tensor = MaskedWeight.apply(weight, logits, t_hard, t_soft, positive)  # type: ignore[no-untyped-call]
     return product
+
+
+class WeightFreeLinear(torch.autograd.Function):
+    """b * (x @ m^T) for 2-D x, with m = 1[w > 0] given (`positive`) and the surrogate
+    gradient of sigmoid(t_soft w) to the logits, in one node.
+
+    The weight-free layer of "Disentangling Neural Architectures and Weights" (links in
+    {0, b}). As `linear(x, binary_mask_straight_through(w)) * b`, but b * t_soft multiplies
+    the (batch, out) output gradient once, where the general path scales it by b and then
+    the weight-sized mask gradient by t_soft: one weight-sized pass and two autograd nodes
+    fewer a step. The same formula; the float rounding of the products differs.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,  # (B, in)
+        logits: torch.Tensor,  # (out, in)
+        positive: torch.Tensor,  # (out, in): 1[logits > 0]
+        scale: float,
+        t_soft: float,
+    ) -> torch.Tensor:
+        ctx.save_for_backward(x, logits, positive)
+        ctx.scale, ctx.t_soft = scale, t_soft
+        return torch.mm(x, positive.t()).mul_(scale)  # (B, out)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, logits, positive = ctx.saved_tensors
+        needs_x, needs_logits = ctx.needs_input_grad[:2]
+        grad_x = torch.mm(grad * ctx.scale, positive) if needs_x else None
+        grad_logits = None
+        if needs_logits:
+            grad_mask = torch.mm((grad * (ctx.scale * ctx.t_soft)).t(), x)  # (out, in)
+            soft = torch.mul(logits, ctx.t_soft).sigmoid_()
+            grad_logits = torch.ops.aten.sigmoid_backward(grad_mask, soft)
+        return grad_x, grad_logits, None, None, None
+
+
+def weight_free_linear(
+    x: torch.Tensor, logits: torch.Tensor, positive: torch.Tensor, scale: float, t_soft: float
+) -> torch.Tensor:
+    """b * (x @ 1[w > 0]^T) with the soft surrogate gradient of eq. (7) to the logits w."""
+    assert t_soft > 0, "t_soft is a positive inverse temperature"
+    out: torch.Tensor = WeightFreeLinear.apply(x, logits, positive, scale, t_soft)  # type: ignore[no-untyped-call]
+    return out

