@@ -2,22 +2,26 @@
 (test accuracy against parameters and against latency, one colour per arm, error bars over
 seeds, the front drawn) and `curves.png` (each job's test accuracy during training, coloured
 by arm). Drawing only: the study driver (`studies.py`) decides when, the domain what.
+
+A user waits for these after the study's last job, so they are drawn the way a job's own
+figures are (`core.export`): on a figure kept from the last study's chart, with fixed
+margins, plain log tick labels, and no pyplot.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
+from typing import Any
 
-import matplotlib
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.ticker import Formatter
 
-matplotlib.use("Agg")  # headless: workers have no display
-import matplotlib.pyplot as plt  # noqa: E402  (after the headless backend is chosen)
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from archsearch.jobs.domain.studies.pareto import pareto_front  # noqa: E402
-from archsearch.schemas.studies import ArmSummary, StudyDetail  # noqa: E402
+from archsearch.core.export import figure_png, kept_figure, new_figure
+from archsearch.jobs.domain.studies.pareto import pareto_front
+from archsearch.schemas.studies import ArmSummary, StudyDetail
 
 CSV_FIELDS = (
     "job_id",
@@ -44,8 +48,29 @@ def results_csv(rows: list[dict[str, object]]) -> bytes:
     return out.getvalue().encode()
 
 
+class PlainLogLabels(Formatter):
+    """Log-axis labels in plain text (0.2, 5000), not matplotlib's default `2 x 10^-1`
+    mathtext, laid out glyph by glyph at several times the cost. As the default does,
+    minor ticks are labelled only on an axis spanning less than a decade (arms of nearby
+    sizes): all of them below a third of a decade, else those at 2 and 5."""
+
+    def __init__(self, minor: bool) -> None:
+        self.minor = minor
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if self.minor and not self._labels_minor(x):
+            return ""
+        return f"{x:g}"
+
+    def _labels_minor(self, x: float) -> bool:
+        low, high = self.axis.get_view_interval() if self.axis else (1.0, 10.0)
+        decades = math.log10(high / low) if low > 0 and high > low else 1.0
+        leading = round(x / 10 ** math.floor(math.log10(x) + 1e-9)) if x > 0 else 0
+        return decades < 1 / 3 or (decades < 1 and leading in (2, 5))
+
+
 def _colours(arms: list[ArmSummary]) -> dict[str, object]:
-    cmap = plt.get_cmap("tab20")
+    cmap = colormaps["tab20"]
     return {arm.label: cmap(i % 20) for i, arm in enumerate(arms)}
 
 
@@ -73,29 +98,44 @@ def _scatter(ax: Axes, arms: list[ArmSummary], x_of: str, colours: dict[str, obj
     if line:
         ax.step(*zip(*line, strict=True), where="post", color="black", lw=1, label="Pareto front")
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(PlainLogLabels(minor=False))
+    ax.xaxis.set_minor_formatter(PlainLogLabels(minor=True))
     ax.set_xlabel(x_of.replace("_", " "))
     ax.set_ylabel("test accuracy")
     ax.grid(alpha=0.3)
 
 
 def pareto_png(detail: StudyDetail) -> bytes:
-    colours = _colours(detail.arms)
     has_latency = any(arm.latency_ms is not None for arm in detail.arms)
-    fig, axes = plt.subplots(
-        1, 2 if has_latency else 1, figsize=(13 if has_latency else 8, 5.5), squeeze=False
-    )
-    _scatter(axes[0][0], detail.arms, "parameters", colours)
-    axes[0][0].set_title(f"{detail.name}: accuracy vs parameters (mean ± std over seeds)")
+    ncols, width = (2, 6.5) if has_latency else (1, 8.0)
+    with kept_figure("study-pareto", ncols, width, height=5.5) as (fig, axes):
+        return _draw_pareto(fig, axes[0], detail, has_latency)
+
+
+def _draw_pareto(fig: Any, axes: Any, detail: StudyDetail, has_latency: bool) -> bytes:
+    colours = _colours(detail.arms)
+    _scatter(axes[0], detail.arms, "parameters", colours)
+    axes[0].set_title(f"{detail.name}: accuracy vs parameters (mean ± std over seeds)")
     if has_latency:
-        _scatter(axes[0][1], detail.arms, "latency_ms", colours)
-        axes[0][1].set_title("accuracy vs CPU latency of the compact model (ms)")
-    axes[0][-1].legend(fontsize=7, loc="lower right", ncol=2)
-    return _png(fig)
+        _scatter(axes[1], detail.arms, "latency_ms", colours)
+        axes[1].set_title("accuracy vs CPU latency of the compact model (ms)")
+    axes[-1].legend(fontsize=7, loc="lower right", ncol=2)
+    return figure_png(fig)
 
 
 def curves_png(detail: StudyDetail, curves: dict[str, list[list[tuple[int, float]]]]) -> bytes:
+    if not any(points for series in curves.values() for points in series):
+        # No line to draw: a kept figure would keep the last chart's axis limits.
+        fig, axes = new_figure(width=9.0, height=5.5)
+        return _draw_curves(fig, axes[0][0], detail, curves)
+    with kept_figure("study-curves", width=9.0, height=5.5) as (fig, axes):
+        return _draw_curves(fig, axes[0][0], detail, curves)
+
+
+def _draw_curves(
+    fig: Any, ax: Axes, detail: StudyDetail, curves: dict[str, list[list[tuple[int, float]]]]
+) -> bytes:
     colours = _colours(detail.arms)
-    fig, ax = plt.subplots(figsize=(9, 5.5))
     for label, series in curves.items():
         for i, points in enumerate(series):
             if points:
@@ -113,31 +153,4 @@ def curves_png(detail: StudyDetail, curves: dict[str, list[list[tuple[int, float
     ax.grid(alpha=0.3)
     if curves:
         ax.legend(fontsize=7, ncol=2)
-    return _png(fig)
-
-
-# Margins in inches around the panels (tick labels, axis labels, titles) and between two.
-MARGINS_IN = {"left": 0.9, "right": 0.2, "bottom": 0.6, "top": 0.45, "gap": 1.0}
-
-
-def _fixed_layout(fig: Figure) -> None:
-    """Fixed margins instead of `tight_layout`, which lays the figure out once more before
-    the save draws it: ~20% of a chart's CPU time, paid after a study's last job."""
-    width, height = fig.get_size_inches()
-    m, panels = MARGINS_IN, max(1, len(fig.axes))
-    panel = (width - m["left"] - m["right"] - m["gap"] * (panels - 1)) / panels
-    fig.subplots_adjust(
-        left=m["left"] / width,
-        right=1 - m["right"] / width,
-        bottom=m["bottom"] / height,
-        top=1 - m["top"] / height,
-        wspace=m["gap"] / panel,
-    )
-
-
-def _png(fig: Figure) -> bytes:
-    out = io.BytesIO()
-    _fixed_layout(fig)
-    fig.savefig(out, format="png", dpi=110)
-    plt.close(fig)
-    return out.getvalue()
+    return figure_png(fig)
