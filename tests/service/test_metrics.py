@@ -3,6 +3,7 @@ jobs this test ran (read back from the database rows the worker wrote)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 
@@ -40,6 +41,22 @@ def scrape(api_url: str, token: str) -> Samples:
     }
 
 
+def settled_scrape(api_url: str, token: str, timeout: float = 60.0) -> Samples:
+    """A scrape taken once no job is queued or running: a job an earlier test left behind
+    must not end between this test's two scrapes and be counted as one of its own."""
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = scrape(api_url, token)
+        busy = sum(
+            v
+            for (name, labels), v in samples.items()
+            if name == "archsearch_jobs" and dict(labels).get("status") in ("queued", "running")
+        )
+        if not busy or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.2)
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
@@ -66,7 +83,7 @@ def test_metrics_count_the_jobs_that_ran(
     api_url: str, worker: procs.Proc, accounts: Accounts
 ) -> None:
     admin = accounts.admin_token
-    before = scrape(api_url, admin)
+    before = settled_scrape(api_url, admin)
     with ArchsearchClient(api_url, token=accounts.tokens["alice"]) as client:
         ids = [client.submit(spec).id for spec in (DIGITS_JOB, DIGITS_JOB, DIVERGING_JOB)]
         jobs = [client.wait(job_id, timeout=180) for job_id in ids]
