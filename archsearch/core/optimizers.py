@@ -86,13 +86,11 @@ class FunctionalOptimizer:
             hook(self, (), {})
 
     def zero_grad(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad = None
+        clear_grads(self.params())
 
     def state_dict(self) -> dict[str, Any]:
         """torch.optim.Optimizer.state_dict's format: parameters by their index over groups."""
-        index = {id(p): i for i, p in enumerate(self._params())}
+        index = {id(p): i for i, p in enumerate(self.params())}
         groups = [
             {
                 **{k: v for k, v in g.items() if k != "params"},
@@ -109,7 +107,7 @@ class FunctionalOptimizer:
         saved_groups = deepcopy(state_dict["param_groups"])
         _check_groups_match(saved_groups, self.param_groups)
         by_id = dict(
-            zip((i for g in saved_groups for i in g["params"]), self._params(), strict=True)
+            zip((i for g in saved_groups for i in g["params"]), self.params(), strict=True)
         )
         fused = {
             i: bool(g.get("fused") or g.get("capturable"))
@@ -124,8 +122,16 @@ class FunctionalOptimizer:
             saved["params"] = group["params"]
         self.param_groups = saved_groups
 
-    def _params(self) -> list[torch.Tensor]:
+    def params(self) -> list[torch.Tensor]:
+        """Every parameter of every group, in the order of the state_dict's indices."""
         return [p for group in self.param_groups for p in group["params"]]
+
+
+def clear_grads(params: Iterable[torch.Tensor]) -> None:
+    """`zero_grad(set_to_none=True)` of `params`: a loop a caller can run over a list it
+    made once (the training loop clears the same parameters on every step)."""
+    for p in params:
+        p.grad = None
 
 
 def _check_groups_match(saved: list[dict[str, Any]], groups: list[dict[str, Any]]) -> None:

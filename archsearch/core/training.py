@@ -25,7 +25,7 @@ from archsearch.core.data.inputs import Rows, take_rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled
 from archsearch.core.float_mode import subnormals_flushed
-from archsearch.core.optimizers import FunctionalOptimizer, LambdaSchedule
+from archsearch.core.optimizers import FunctionalOptimizer, LambdaSchedule, clear_grads
 from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -327,7 +327,7 @@ def _train_epoch(
     per_epoch = steps_per_epoch(len(data.x_train), spec.batch_size)
     loss_sum, count = 0.0, 0
     means = StepMeans()
-    weight_step, clear_grads = _weight_step(optimizer), _grad_clearer(optimizer)
+    weight_step, params = _weight_step(optimizer), optimizer.params()
     for i, index in enumerate(epoch_batches(len(data.x_train), spec.batch_size, spec.seed, epoch)):
         check_stop(ctx)
         step = epoch * per_epoch + i
@@ -337,7 +337,7 @@ def _train_epoch(
         value = loss.item()  # one read of the loss serves the divergence check and the mean
         if not math.isfinite(value):
             raise DivergedError(step, value)
-        clear_grads()
+        clear_grads(params)
         torch.autograd.backward(loss)
         if spec.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), spec.max_grad_norm)
@@ -350,24 +350,10 @@ def _train_epoch(
     return loss_sum / max(1, count)
 
 
-def clear_grads(params: Iterable[nn.Parameter]) -> None:
-    """`optimizer.zero_grad(set_to_none=True)` as a plain loop: the same effect, without the
-    profiler scope and dynamo guard torch wraps around `zero_grad` (19 us a call against
-    1 us, on every step of every job)."""
-    for p in params:
-        p.grad = None
-
-
-def _grad_clearer(optimizer: FunctionalOptimizer) -> Callable[[], None]:
-    """`clear_grads` of the optimiser's parameters, listed once for the whole run."""
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    return functools.partial(clear_grads, params)
-
-
 def _weight_step(optimizer: FunctionalOptimizer) -> Callable[[], Any]:
     """`optimizer.step`, or, when it holds nothing to update (a weight-free prune trains its
     logits in a hook and passes an empty placeholder), only the budget's count of the step."""
-    if any(p.numel() for group in optimizer.param_groups for p in group["params"]):
+    if any(p.numel() for p in optimizer.params()):
         return optimizer.step
     return count_optimizer_step
 

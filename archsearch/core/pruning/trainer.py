@@ -30,8 +30,8 @@ from archsearch.core.nn.masked import (
     masked_layers,
     positive_count,
 )
-from archsearch.core.optimizers import FunctionalOptimizer
-from archsearch.core.training import TrainHooks, clear_grads, cross_entropy, fusable
+from archsearch.core.optimizers import FunctionalOptimizer, clear_grads
+from archsearch.core.training import TrainHooks, cross_entropy, fusable
 
 HIST_BINS = 80
 
@@ -60,9 +60,7 @@ def make_mask_optimizer(params: list[nn.Parameter], name: str, lr: float) -> Fun
     # call per step instead of a loop of small ops per logit tensor. The same
     # update; only float rounding may differ.
     fused = fusable(params)
-    if name == "sgd":
-        return FunctionalOptimizer("sgd", params, lr=lr, fused=fused)
-    return FunctionalOptimizer("adam", params, lr=lr, fused=fused)
+    return FunctionalOptimizer("sgd" if name == "sgd" else "adam", params, lr=lr, fused=fused)
 
 
 def quantile_by_selection(values: torch.Tensor, q: float) -> torch.Tensor:
