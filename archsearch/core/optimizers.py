@@ -189,14 +189,20 @@ def _adam_step(state: defaultdict[torch.Tensor, dict[str, Any]], group: dict[str
         if not state[p]:
             state[p].update(_adam_state(p, group))
     per_param = [state[p] for p in params]
+    exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in per_param], [s["exp_avg_sq"] for s in per_param]
+    max_exp_avg_sqs = [s["max_exp_avg_sq"] for s in per_param] if group["amsgrad"] else []
+    steps = [s["step"] for s in per_param]
+    if _one_fused_call(group, params):
+        _fused_adam_step(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
+        return
     beta1, beta2 = group["betas"]
     adam(
         params,
         grads,
-        [s["exp_avg"] for s in per_param],
-        [s["exp_avg_sq"] for s in per_param],
-        [s["max_exp_avg_sq"] for s in per_param] if group["amsgrad"] else [],
-        [s["step"] for s in per_param],
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        steps,
         amsgrad=group["amsgrad"],
         has_complex=any(torch.is_complex(p) for p in params),
         beta1=beta1,
@@ -210,6 +216,54 @@ def _adam_step(state: defaultdict[torch.Tensor, dict[str, Any]], group: dict[str
         differentiable=group["differentiable"],
         fused=group["fused"],
         decoupled_weight_decay=group["decoupled_weight_decay"],
+    )
+
+
+def _one_fused_call(group: dict[str, Any], params: list[torch.Tensor]) -> bool:
+    """Whether torch's fused Adam would make exactly one kernel call for `params` (fused,
+    one device and one real dtype, plain float hyper-parameters): `_fused_adam_step` then
+    makes that call itself, without the ~10 us of torch's grouping and checks a step."""
+    if not (params and group["fused"] is True) or group["differentiable"]:
+        return False
+    if not all(isinstance(group[k], float) for k in ("lr", "eps")):
+        return False
+    if not all(isinstance(beta, float) for beta in group["betas"]):
+        return False
+    first = params[0]
+    same = all(p.device == first.device and p.dtype == first.dtype for p in params)
+    return same and not first.is_complex()
+
+
+def _fused_adam_step(
+    group: dict[str, Any],
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    exp_avgs: list[torch.Tensor],
+    exp_avg_sqs: list[torch.Tensor],
+    max_exp_avg_sqs: list[torch.Tensor],
+    steps: list[torch.Tensor],
+) -> None:
+    """What `torch.optim.adam._fused_adam` does for one device and dtype, call for call:
+    the steps counted, then the same fused kernel with the same arguments (bit-identical)."""
+    torch._foreach_add_(steps, 1)
+    kernel = torch._fused_adamw_ if group["decoupled_weight_decay"] else torch._fused_adam_
+    beta1, beta2 = group["betas"]
+    kernel(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        steps,
+        amsgrad=group["amsgrad"],
+        lr=group["lr"],
+        beta1=beta1,
+        beta2=beta2,
+        weight_decay=group["weight_decay"],
+        eps=group["eps"],
+        maximize=group["maximize"],
+        grad_scale=None,
+        found_inf=None,
     )
 
 

@@ -18,8 +18,12 @@ from archsearch.core.nn.masked import (
     set_masks,
 )
 from archsearch.core.nn.two_temperature import (
+    SIGMOID_ONE_ABOVE,
     binary_mask_straight_through,
     masked_weight_product,
+    positive_indicator,
+    scaled_sigmoid,
+    times_sigmoid,
     two_temperature_sigmoid,
 )
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
@@ -209,7 +213,9 @@ def test_frozen_mask_computed_in_inference_mode_trains_afterwards() -> None:
 
 
 @pytest.mark.parametrize("binary", [False, True])
-def test_fused_masked_weight_equals_weight_times_mask_to_the_bit(binary: bool) -> None:
+def test_fused_masked_weight_equals_weight_times_mask(binary: bool) -> None:
+    """The one-node product against the two-node formula: the binary forward to the bit,
+    the relaxed one (a sigmoid written as e^x / (e^x + 1)) and the gradients to rounding."""
     torch.manual_seed(3)
     weight = torch.randn(7, 5, requires_grad=True)
     logits = (0.1 * torch.randn(7, 5)).requires_grad_()
@@ -226,8 +232,64 @@ def test_fused_masked_weight_equals_weight_times_mask_to_the_bit(binary: bool) -
     weight.grad, logits.grad = None, None
     fused = masked_weight_product(weight, logits, 100.0, 10.0, positive)
     (fused * upstream).sum().backward()
-    assert torch.equal(fused, reference), "the same forward product"
-    assert torch.equal(weight.grad, grads[0]) and torch.equal(logits.grad, grads[1])
+    if binary:
+        assert torch.equal(fused, reference), "the same forward product"
+    assert torch.allclose(fused, reference, rtol=1e-6, atol=0.0)
+    assert torch.allclose(weight.grad, grads[0], rtol=1e-6, atol=0.0)
+    assert torch.allclose(logits.grad, grads[1], rtol=1e-5, atol=1e-12)
+
+
+def test_masked_weight_gradient_is_exact_at_equal_temperatures() -> None:
+    """With t_hard = t_soft the surrogate is the true derivative of weight * sigmoid(t w):
+    finite differences of the fused node's forward agree with its backward."""
+    torch.manual_seed(5)
+    weight = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    logits = (0.05 * torch.randn(4, 3, dtype=torch.float64)).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda w, m: masked_weight_product(w, m, 30.0, 30.0), (weight, logits)
+    )
+
+
+def test_masked_weight_adds_the_penalty_gradient_to_the_logits_only() -> None:
+    torch.manual_seed(6)
+    weight = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    logits = (0.1 * torch.randn(6, 4, dtype=torch.float64)).requires_grad_()
+    term = torch.randn(6, 4, dtype=torch.float64)
+    upstream = torch.randn(6, 4, dtype=torch.float64)
+    (masked_weight_product(weight, logits, 100.0, 10.0) * upstream).sum().backward()
+    plain = (weight.grad.clone(), logits.grad.clone())
+    weight.grad, logits.grad = None, None
+    (masked_weight_product(weight, logits, 100.0, 10.0, None, term) * upstream).sum().backward()
+    assert torch.equal(weight.grad, plain[0]), "the weights' gradient has no penalty"
+    assert torch.allclose(logits.grad, plain[1] + term, rtol=1e-14, atol=1e-15)
+    # Independent: t_soft * g * weight * s (1 - s) + term, s = sigmoid(t_soft w).
+    s = torch.sigmoid(10.0 * logits.detach())
+    expected = 10.0 * upstream * weight.detach() * s * (1 - s) + term
+    assert torch.allclose(logits.grad, expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_times_sigmoid_is_the_scaled_sigmoid_product(dtype: torch.dtype) -> None:
+    torch.manual_seed(7)
+    logits = torch.cat([torch.linspace(-2, 2, 401), torch.tensor([0.0, 0.4, 0.41, 5.0])])
+    logits, values = logits.to(dtype), torch.randn(logits.numel(), dtype=dtype)
+    product = times_sigmoid(values, logits, 100.0)
+    # Exactly, from the same rounded argument 100 * w (its rounding is the formula's too).
+    argument = (100.0 * logits).double()
+    reference = (values.double() * torch.sigmoid(argument)).to(dtype)
+    ulp, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
+    assert torch.allclose(product, reference, rtol=4 * ulp, atol=4 * tiny)
+    saturated = 100.0 * logits > SIGMOID_ONE_ABOVE
+    assert saturated.any() and torch.equal(product[saturated], values[saturated])
+    soft = torch.sigmoid((10.0 * logits).double()).to(dtype)
+    assert torch.allclose(scaled_sigmoid(logits, 10.0), soft, rtol=4 * ulp, atol=4 * tiny)
+
+
+def test_positive_indicator_is_the_comparison() -> None:
+    logits = torch.tensor([-1.0, -0.0, 0.0, 1e-30, 2.0, float("nan"), float("inf")])
+    indicator = positive_indicator(logits)
+    assert indicator.dtype == logits.dtype
+    assert torch.equal(indicator, (logits > 0).float()), "NaN -> 0, as the comparison"
 
 
 def test_binary_forward_mask_follows_every_fused_optimiser_step() -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 from sklearn.datasets import load_breast_cancer
 from sklearn.model_selection import train_test_split
+from torch import nn
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
@@ -20,6 +21,7 @@ from archsearch.core.methods import get_method
 from archsearch.core.methods.prune import mask_schedule, run, train_masks
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked import (
+    make_weight_free,
     mask_logits,
     mask_model,
     masked_layers,
@@ -28,7 +30,12 @@ from archsearch.core.nn.masked import (
 )
 from archsearch.core.pruning.build import build_masked_model, weight_params
 from archsearch.core.pruning.compact import compact_model
-from archsearch.core.pruning.trainer import MaskTrainer, quantile_by_selection
+from archsearch.core.pruning.trainer import (
+    MaskSchedule,
+    MaskTrainer,
+    PositiveCount,
+    quantile_by_selection,
+)
 from archsearch.core.training import evaluate_predictions, fit, seed_everything
 from archsearch.specs import DatasetRef, parse_job_spec
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
@@ -382,3 +389,48 @@ def test_quantile_by_selection_is_torchs_quantile_to_the_bit(size: int) -> None:
             values[: size // 3] = values[size // 3]  # ties, as many gradients are equal
         for q in (0.1, 0.5, 0.9):
             assert torch.equal(quantile_by_selection(values, q), values.quantile(q))
+
+
+def _penalised_pair(weight_free: bool, clipped: bool) -> tuple[nn.Module, MaskTrainer]:
+    """A small masked MLP (float64) and its mask trainer at a fixed gamma."""
+    torch.manual_seed(11)
+    model = create_model(Architecture(MLPConfig(hidden=(6,)), (1, 3, 3), 4))
+    mask_model(model, init="normal", binary_forward=weight_free)
+    model.double()
+    if weight_free:
+        make_weight_free(model)
+    schedule = MaskSchedule(target=0.5, total_steps=10, adaptive=False, gamma=0.02, clipped=clipped)
+    return model, MaskTrainer(model, schedule)
+
+
+@pytest.mark.parametrize("weight_free", [False, True])
+def test_penalty_gradient_equals_the_penalty_in_the_graph(weight_free: bool) -> None:
+    """The penalty's gradient added in the layers' backward (or after it, where a layer
+    cannot fold it) equals autograd's gradient of gamma * sum (1 + w)^2 in the graph, as
+    the clipped loop computes it; the loss value too."""
+    x, y = torch.randn(5, 1, 3, 3, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 1])
+    grads, losses = [], []
+    for clipped in (False, True):
+        model, trainer = _penalised_pair(weight_free, clipped)
+        loss = trainer.loss(model, x, y)
+        loss.backward()
+        trainer._add_penalty_grad()  # after_step's first move, before the logits' step
+        losses.append(loss.item())
+        grads.append([p.grad.clone() for p in mask_logits(model)])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-12)
+    for folded, in_graph in zip(*grads, strict=True):
+        assert torch.allclose(folded, in_graph, rtol=1e-12, atol=1e-15)
+    assert all(layer.take_penalty_grad() is None for _, layer in masked_layers(model))
+
+
+def test_positive_count_counts_every_tensor_exactly() -> None:
+    torch.manual_seed(12)
+    tensors = [nn.Parameter(torch.randn(7, 5)), nn.Parameter(torch.randn(3))]
+    tensors[0].data[0, :3] = torch.tensor([0.0, -0.0, float("nan")])
+    count = PositiveCount(tensors)
+    for _ in range(2):  # the buffer is reused: no count of the step before leaks in
+        assert count() == sum(int((t > 0).sum()) for t in tensors)
+        with torch.no_grad():
+            tensors[1].neg_()
+    mixed = PositiveCount([nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4).double())])
+    assert mixed() == sum(int((t > 0).sum()) for t in mixed.tensors), "one by one"

@@ -161,14 +161,26 @@ class MaskedMixin(UnitColumns, WeightFreeScale):
             self._positive_cache = (key, positive)
         return positive
 
+    def hand_penalty_grad(self, term: torch.Tensor) -> None:
+        """Add `term` (the density penalty's gradient of this step, shaped like the logits)
+        to the logits' gradient in the next forward's backward, in the pass that forms that
+        gradient; a forward that cannot leaves it for `take_penalty_grad`."""
+        self._penalty_grad = term
+
+    def take_penalty_grad(self) -> torch.Tensor | None:
+        """The term `hand_penalty_grad` left, if no forward took it (then None after)."""
+        term: torch.Tensor | None = self.__dict__.pop("_penalty_grad", None)
+        return term
+
     def masked_weight(self) -> torch.Tensor:
         if self.is_frozen():
             return self._weight() * self.frozen_mask()  # a frozen mask is weight-shaped
         if self.unit_source is None:
-            # One autograd node for mask and product (`two_temperature.MaskedWeight`).
+            # One autograd node for mask, product and penalty (`two_temperature.MaskedWeight`).
             positive = self.positive_mask() if self.binary_forward else None
+            weight, logits, penalty = self._weight(), self._logits(), self.take_penalty_grad()
             return masked_weight_product(
-                self._weight(), self._logits(), self.t_hard, self.t_soft, positive
+                weight, logits, self.t_hard, self.t_soft, positive, penalty
             )
         return self.unit_product(self.mask())
 

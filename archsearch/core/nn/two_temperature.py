@@ -22,26 +22,72 @@ from typing import Any
 
 import torch
 
+# Above this, sigmoid(x) rounds to exactly 1 in float32 and float64 (1 - e^-40 is within half
+# an ulp of 1), and exp(x) still has no overflow in float32 (above 88.7).
+SIGMOID_ONE_ABOVE = 40.0
+
+
+def times_sigmoid(values: torch.Tensor, logits: torch.Tensor, scale: float) -> torch.Tensor:
+    """values * sigmoid(scale * logits) in one pass, without the sigmoid as a tensor.
+
+    torch's `softplus_backward(g, x, beta, threshold)` is g * d/dx softplus_beta(x) =
+    g * sigmoid(beta x): the scaling, the sigmoid and the product in one fused kernel, where
+    `torch.mul(logits, scale).sigmoid_() * values` makes three passes over weight-sized
+    tensors and keeps a fourth. Above the threshold the kernel returns g itself, which is
+    g * sigmoid to the bit there. The kernel writes the sigmoid as e^x / (e^x + 1): the same
+    value up to float rounding (about 1 ulp), not always the same bits as `torch.sigmoid`.
+    """
+    product: torch.Tensor = torch.ops.aten.softplus_backward(
+        values, logits, scale, SIGMOID_ONE_ABOVE
+    )
+    return product
+
+
+def scaled_sigmoid(logits: torch.Tensor, scale: float) -> torch.Tensor:
+    """sigmoid(scale * logits) in one pass (`times_sigmoid` of a broadcast one)."""
+    return times_sigmoid(logits.new_ones(()).expand_as(logits), logits, scale)
+
 
 def soft_sigmoid_grad(grad_mask: torch.Tensor, logits: torch.Tensor, t_soft: float) -> torch.Tensor:
-    """grad_mask * t_soft * s * (1 - s) with s = sigmoid(t_soft * logits), in 4 passes.
+    """grad_mask * t_soft * s * (1 - s) with s = sigmoid(t_soft * logits), in 3 passes.
 
-    torch's fused `sigmoid_backward` (g * (1 - s) * s) replaces three separate products and
-    the `1 - s` temporary (the surrogate gradient was the mask's costliest step);
-    the factors are multiplied in another order, so the result may differ in the last bit.
+    s in one pass (`scaled_sigmoid`), then torch's fused `sigmoid_backward` (g * (1 - s) * s)
+    written over s, then the factor t_soft: no temporary beyond the result. The factors are
+    multiplied in another order than the formula, so the last bit may differ.
     """
-    soft = torch.mul(logits, t_soft).sigmoid_()
-    grad: torch.Tensor = torch.ops.aten.sigmoid_backward(grad_mask, soft)
-    return grad.mul_(t_soft)
+    soft = scaled_sigmoid(logits, t_soft)
+    torch.ops.aten.sigmoid_backward.grad_input(grad_mask, soft, grad_input=soft)
+    return soft.mul_(t_soft)
+
+
+def surrogate_logits_grad(
+    grad: torch.Tensor,
+    weight: torch.Tensor,
+    logits: torch.Tensor,
+    t_soft: float,
+    penalty_grad: torch.Tensor | None,
+) -> torch.Tensor:
+    """dL/dw of L(weight * mask): penalty_grad + t_soft * grad * weight * s (1 - s), with
+    s = sigmoid(t_soft w), in 3 passes over weight-sized tensors, all into one new tensor.
+
+    `penalty_grad` (the density penalty's gradient, optional) is read by the last pass
+    instead of being added to the gradient afterwards. In the order s, g s (1 - s), then
+    one `addcmul` (penalty + t_soft * that * weight): the float rounding of the products
+    differs from the formula's order.
+    """
+    soft = scaled_sigmoid(logits, t_soft)
+    torch.ops.aten.sigmoid_backward.grad_input(grad, soft, grad_input=soft)
+    base = soft.new_zeros(()) if penalty_grad is None else penalty_grad
+    return torch.addcmul(base, soft, weight, value=t_soft, out=soft)
 
 
 def positive_indicator(logits: torch.Tensor) -> torch.Tensor:
-    """1[w > 0] in the logits' dtype (NaN -> 0, as the comparison).
+    """1[w > 0] in the logits' dtype (NaN -> 0, as the comparison), in one pass.
 
-    sign(w) clamped at 0 is the same tensor, but float-to-float kernels are vectorised where
-    a comparison to a bool tensor and its conversion back are not: ~5x faster on a CPU.
+    A comparison written straight into a float tensor is one vectorised kernel (1.0 where
+    true); into a bool tensor and converted back it is two passes and ~5x slower on a CPU.
     """
-    return torch.sign(logits).clamp_(min=0.0)
+    return torch.gt(logits, 0.0, out=torch.empty_like(logits))
 
 
 class TwoTemperatureSigmoid(torch.autograd.Function):
@@ -98,11 +144,15 @@ def binary_mask_straight_through(
 
 class MaskedWeight(torch.autograd.Function):
     """weight * mask in one node: mask = sigmoid(t_hard w), or the given exact 1[w > 0]
-    (`positive`); backward dL/dweight = g * mask and dL/dw through sigmoid(t_soft w).
+    (`positive`); backward dL/dweight = g * mask and dL/dw through sigmoid(t_soft w), plus
+    the density penalty's gradient when one is given (`penalty_grad`, shaped like w).
 
-    The same products as `weight * two_temperature_sigmoid(...)` (to the bit), without the
-    mask as a separate graph output or a second node; a cached `positive` indicator (the
-    one the density count already made from the same logits) is not formed again.
+    The relaxed mask is never a tensor: the forward forms weight * sigmoid(t_hard w) and the
+    backward g * sigmoid(t_hard w) each in one pass (`times_sigmoid`), where forming the
+    mask, keeping it and multiplying by it took three passes and a saved tensor. The same
+    formula as `weight * two_temperature_sigmoid(...)` to float rounding (about 1 ulp); a
+    cached `positive` indicator (the one the density count made from the same logits) is
+    not formed again.
     """
 
     @staticmethod
@@ -113,19 +163,28 @@ class MaskedWeight(torch.autograd.Function):
         t_hard: float,
         t_soft: float,
         positive: torch.Tensor | None,
+        penalty_grad: torch.Tensor | None,
     ) -> torch.Tensor:
-        mask = torch.mul(logits, t_hard).sigmoid_() if positive is None else positive
         ctx.save_for_backward(weight, logits)
-        ctx.mask, ctx.t_soft = mask, t_soft
-        return weight * mask
+        ctx.positive, ctx.penalty_grad = positive, penalty_grad
+        ctx.t_hard, ctx.t_soft = t_hard, t_soft
+        if positive is None:
+            return times_sigmoid(weight, logits, t_hard)
+        return weight * positive
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         weight, logits = ctx.saved_tensors
         needs_weight, needs_logits = ctx.needs_input_grad[:2]
-        grad_weight = grad * ctx.mask if needs_weight else None
-        grad_logits = soft_sigmoid_grad(grad * weight, logits, ctx.t_soft) if needs_logits else None
-        return grad_weight, grad_logits, None, None, None
+        grad_weight = grad_logits = None
+        if needs_weight:
+            positive = ctx.positive
+            grad_weight = (
+                times_sigmoid(grad, logits, ctx.t_hard) if positive is None else grad * positive
+            )
+        if needs_logits:
+            grad_logits = surrogate_logits_grad(grad, weight, logits, ctx.t_soft, ctx.penalty_grad)
+        return grad_weight, grad_logits, None, None, None, None
 
 
 def masked_weight_product(
@@ -134,11 +193,15 @@ def masked_weight_product(
     t_hard: float,
     t_soft: float,
     positive: torch.Tensor | None = None,
+    penalty_grad: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """weight * sigmoid(t_hard w) (or weight * `positive`, the exact 1[w > 0] of the binary
-    forward) with the soft surrogate gradient of eq. (7) to the logits."""
+    forward) with the soft surrogate gradient of eq. (7) to the logits, and `penalty_grad`
+    (a constant of this step, shaped like w) added to the logits' gradient."""
     assert t_hard > 0 and t_soft > 0, "temperatures are positive inverse temperatures"
-    product: torch.Tensor = MaskedWeight.apply(weight, logits, t_hard, t_soft, positive)  # type: ignore[no-untyped-call]
+    product: torch.Tensor = MaskedWeight.apply(  # type: ignore[no-untyped-call]
+        weight, logits, t_hard, t_soft, positive, penalty_grad
+    )
     return product
 
 
@@ -174,8 +237,10 @@ class WeightFreeLinear(torch.autograd.Function):
         grad_logits = None
         if needs_logits:
             grad_mask = torch.mm((grad * (ctx.scale * ctx.t_soft)).t(), x)  # (out, in)
-            soft = torch.mul(logits, ctx.t_soft).sigmoid_()
-            grad_logits = torch.ops.aten.sigmoid_backward(grad_mask, soft)
+            soft = scaled_sigmoid(logits, ctx.t_soft)
+            grad_logits = torch.ops.aten.sigmoid_backward.grad_input(
+                grad_mask, soft, grad_input=soft
+            )
         return grad_x, grad_logits, None, None, None
 
 

@@ -34,6 +34,7 @@ from archsearch.core.optimizers import FunctionalOptimizer, clear_grads
 from archsearch.core.training import TrainHooks, cross_entropy, fusable
 
 HIST_BINS = 80
+MaskedLayer = MaskedLinear | MaskedConv2d
 
 
 @dataclass
@@ -120,6 +121,52 @@ def finalize_to_density(model: nn.Module, target: float) -> None:
     freeze_masks(model)
 
 
+def exact_count_limit(dtype: torch.dtype) -> int:
+    """How many 0s and 1s a sum in `dtype` adds exactly: every partial sum is an integer the
+    dtype holds (2^24 in float32), so a float sum of an indicator is an exact count."""
+    return {torch.float32: 2**24, torch.float64: 2**53}.get(dtype, 0)
+
+
+class PositiveCount:
+    """How many entries of `tensors` are above 0, exactly, in one reduction: each tensor's
+    1[w > 0] is written into its own part of one flat buffer (a vectorised comparison
+    into floats), then the buffer is summed once, where a count per tensor took three ops
+    and a fresh weight-sized tensor each (the density count runs after every logit step).
+    """
+
+    def __init__(self, tensors: list[nn.Parameter]) -> None:
+        self.tensors = tensors
+        self.flat: torch.Tensor | None = None
+        self.parts: list[torch.Tensor] = []
+
+    def __call__(self) -> int:
+        if not self.tensors:
+            return 0
+        first = self.tensors[0]
+        if self.flat is None or (self.flat.device, self.flat.dtype) != (first.device, first.dtype):
+            if not self._allocate():
+                return sum(positive_count(t) for t in self.tensors)
+        for tensor, part in zip(self.tensors, self.parts, strict=True):
+            torch.gt(tensor, 0.0, out=part)
+        assert self.flat is not None, "allocated above"
+        return int(self.flat.sum())
+
+    def _allocate(self) -> bool:
+        """One buffer for all tensors, if they share a device and dtype and its sum is exact."""
+        first = self.tensors[0]
+        total = sum(t.numel() for t in self.tensors)
+        same = all((t.device, t.dtype) == (first.device, first.dtype) for t in self.tensors)
+        if not same or total > exact_count_limit(first.dtype):
+            return False
+        self.flat = torch.empty(total, dtype=first.dtype, device=first.device)
+        sizes = [t.numel() for t in self.tensors]
+        self.parts = [
+            part.view_as(t)
+            for part, t in zip(torch.split(self.flat, sizes), self.tensors, strict=True)
+        ]
+        return True
+
+
 @dataclass
 class MaskTrainer:
     """TrainHooks for `fit` that learn the masks alongside (or instead of) the weights."""
@@ -137,9 +184,10 @@ class MaskTrainer:
         self.logits = mask_logits(self.model)
         self.layers = [layer for _, layer in masked_layers(self.model)]
         self.logit_count = sum(p.numel() for p in self.logits)
+        self._cached_layers, self._count = self._density_counters()
         self.optimizer = make_mask_optimizer(self.logits, s.mask_optimizer, s.mask_lr)
-        # gamma and 1 + w of the last loss, for the penalty's gradient (`_add_penalty_grad`).
-        self._pending: tuple[float, list[torch.Tensor]] | None = None
+        # The last loss handed the penalty's gradient to the layers (`_add_penalty_grad`).
+        self._handed = False
         # The penalty's fixed point is -1; with a cap, no logit rises above it.
         self.hist_range = (-1.1, 1.1 * s.logit_cap) if s.logit_cap is not None else (-1.5, 1.5)
         self.reach_step = max(1, math.ceil(s.reach_fraction * s.total_steps))
@@ -162,20 +210,16 @@ class MaskTrainer:
         return self.gamma * torch.stack([(s**2).sum() for s in shifted]).sum()
 
     def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = cross_entropy(model, x, y)
-        self._pending = None
+        value = None
         if self.gamma is not None and not self.frozen():
             if self.schedule.clipped:
-                return loss + self._penalty([1.0 + p for p in self.logits])
-            # The penalty's value joins the loss (it is reported); its gradient, a closed
-            # form, is added in `after_step`: a graph of five nodes per layer cost more
-            # than the sum itself. 1 + w is kept for that gradient; sum (1 + w)^2 is its
-            # dot product with itself (one read, no squared copy).
-            with torch.no_grad():
-                shifted = torch._foreach_add(list[torch.Tensor](self.logits), 1.0)
-                squares = torch.stack([torch.vdot(s.flatten(), s.flatten()) for s in shifted])
-                value = self.gamma * squares.sum()
-            self._pending = (self.gamma, list(shifted))
+                return cross_entropy(model, x, y) + self._penalty([1.0 + p for p in self.logits])
+            # Before the forward: the masked layers add the penalty's gradient to the
+            # logits' gradient in their own backward (`hand_penalty_grad`), and its value
+            # joins the loss (it is reported); a graph of five nodes per layer cost more.
+            value = self._hand_penalty_grads(self.gamma)
+        loss = cross_entropy(model, x, y)
+        if value is not None:
             loss = loss + value
         if not loss.requires_grad:
             # Weight-free and frozen: nothing left to train, but `fit` still calls backward.
@@ -183,22 +227,37 @@ class MaskTrainer:
         return loss
 
     @torch.no_grad()
-    def _add_penalty_grad(self) -> None:
-        """Add d/dw gamma (1 + w)^2 = 2 gamma (1 + w) to each logit's gradient.
-
-        One fused multiply-add per tensor over every layer at once (`_foreach_add_` with
-        alpha 2 gamma), where forming the term first took three passes; the same formula,
-        float rounding aside.
+    def _hand_penalty_grads(self, gamma: float) -> float:
+        """Give each layer d/dw gamma (1 + w)^2 = 2 gamma + 2 gamma w (one pass a tensor) for
+        its backward; return the penalty gamma * sum (1 + w)^2 = sum t^2 / (4 gamma), read
+        from the same terms t (their norms: one call, and no squared copy).
         """
-        if self._pending is None:
+        slope = 2.0 * gamma
+        offset = self.logits[0].new_full((), slope)
+        terms = [torch.add(offset, p, alpha=slope) for p in self.logits]
+        for layer, term in zip(self.layers, terms, strict=True):
+            layer.hand_penalty_grad(term)
+        self._handed = True
+        return sum(float(norm) ** 2 for norm in torch._foreach_norm(terms)) / (2.0 * slope)
+
+    @torch.no_grad()
+    def _add_penalty_grad(self) -> None:
+        """Add the penalty's gradient a layer's backward did not (`hand_penalty_grad`: unit
+        masks and weight-free layers cannot fold it) or that never reached its logits."""
+        if not self._handed:
             return
-        gamma, shifted = self._pending
-        missing = [i for i, p in enumerate(self.logits) if p.grad is None]
-        for i in missing:  # a logit tensor the loss did not reach: its gradient is the term
-            self.logits[i].grad = torch.zeros_like(self.logits[i])
-        grads = [p.grad for p in self.logits if p.grad is not None]
-        torch._foreach_add_(grads, shifted, alpha=2.0 * gamma)
-        self._pending = None
+        self._handed = False
+        for layer, p in zip(self.layers, self.logits, strict=True):
+            term = layer.take_penalty_grad()
+            if p.grad is None:
+                # Not reached by the loss (the term either): its gradient is the term.
+                p.grad = term if term is not None else self._lost_term(p)
+            elif term is not None:
+                p.grad.add_(term)
+
+    def _lost_term(self, p: torch.Tensor) -> torch.Tensor:
+        assert self.gamma is not None, "a term was handed"
+        return torch.add(p.detach(), 1.0).mul_(2.0 * self.gamma)
 
     def planned_density(self, step: int) -> float:
         assert self.schedule.target is not None, "a plan needs a target density"
@@ -265,16 +324,24 @@ class MaskTrainer:
         """Fraction of logits above 0, as `nn.masked.density`, over the logits listed once.
 
         A binary-forward layer counts its cached 1[w > 0] (`positive_mask`), which the next
-        forward pass then multiplies with instead of forming it again.
+        forward pass then multiplies with instead of forming it again; the other layers'
+        logits are counted together (`PositiveCount`).
         """
-        return sum(self._kept(layer) for layer in self.layers) / max(1, self.logit_count)
+        kept = sum(int(layer.positive_mask().sum()) for layer in self._cached_layers)
+        return (kept + self._count()) / max(1, self.logit_count)
 
-    @staticmethod
-    def _kept(layer: MaskedLinear | MaskedConv2d) -> int:
-        exact = layer.mask_logits.numel() <= 2**24  # every partial sum an exact float32
-        if layer.binary_forward and layer.unit_source is None and exact:
-            return int(layer.positive_mask().sum())
-        return positive_count(layer.mask_logits)
+    def _density_counters(self) -> tuple[list[MaskedLayer], PositiveCount]:
+        """The layers whose count is their cached indicator (binary-forward weight masks:
+        the next forward reuses it), and one counter for every other layer's logits."""
+        cached = [
+            layer
+            for layer in self.layers
+            if layer.binary_forward
+            and layer.unit_source is None
+            and layer.mask_logits.numel() <= exact_count_limit(layer.mask_logits.dtype)
+        ]
+        others = [layer.mask_logits for layer in self.layers if layer not in cached]
+        return cached, PositiveCount(others)
 
     def after_epoch(self, epoch: int) -> dict[str, float]:
         flat = torch.cat([p.detach().flatten().cpu() for p in self.logits])
