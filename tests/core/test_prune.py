@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from archsearch.core.nn.masked import (
     masks_frozen,
     set_masks,
 )
+from archsearch.core.optimizers import FunctionalOptimizer
 from archsearch.core.pruning.build import build_masked_model, weight_params
 from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.trainer import (
@@ -36,7 +38,7 @@ from archsearch.core.pruning.trainer import (
     PositiveCount,
     quantile_by_selection,
 )
-from archsearch.core.training import evaluate_predictions, fit, seed_everything
+from archsearch.core.training import cross_entropy, evaluate_predictions, fit, seed_everything
 from archsearch.specs import DatasetRef, parse_job_spec
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig
@@ -434,3 +436,33 @@ def test_positive_count_counts_every_tensor_exactly() -> None:
             tensors[1].neg_()
     mixed = PositiveCount([nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4).double())])
     assert mixed() == sum(int((t > 0).sum()) for t in mixed.tensors), "one by one"
+
+
+def test_frozen_steps_train_the_kept_weights_as_weight_times_mask_to_the_bit() -> None:
+    """Frozen, the mask trainer feeds the weights as they are and zeroes the pruned ones
+    after each step: the same losses and kept weights as weight * mask, bit for bit."""
+    torch.manual_seed(13)
+    model = create_model(Architecture(MLPConfig(hidden=(8,)), (1, 3, 3), 4))
+    mask_model(model)
+    set_masks(model, {n: torch.rand_like(m.weight) > 0.5 for n, m in masked_layers(model)})
+    reference = copy.deepcopy(model)
+    trainer = MaskTrainer(model, MaskSchedule(target=None, total_steps=10))
+    runs = [
+        (net, FunctionalOptimizer("adam", weight_params(net), lr=0.05, fused=True), loss_fn)
+        for net, loss_fn in ((model, trainer.loss), (reference, cross_entropy))
+    ]
+    for step in range(6):
+        x, y = torch.randn(5, 1, 3, 3), torch.randint(0, 4, (5,))
+        losses = []
+        for net, optimizer, loss_fn in runs:
+            loss = loss_fn(net, x, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        trainer.after_step(step)
+        assert losses[0] == losses[1], f"step {step}"
+    for (_, ours), (_, plain) in zip(masked_layers(model), masked_layers(reference), strict=True):
+        keep = ours.frozen_mask().bool()
+        assert torch.equal(ours.weight[keep], plain.weight[keep]), "kept weights to the bit"
+        assert not ours.weight[~keep].any(), "pruned weights stay zero"

@@ -172,8 +172,16 @@ class MaskedMixin(UnitColumns, WeightFreeScale):
         term: torch.Tensor | None = self.__dict__.pop("_penalty_grad", None)
         return term
 
+    def hand_premasked(self) -> None:
+        """Let the next forward of this frozen layer use its weight as the masked weight: the
+        caller keeps every pruned weight at zero (`pruning.trainer` zeroes them after each
+        weight step), so weight * mask would hold the same values."""
+        self._premasked = True
+
     def masked_weight(self) -> torch.Tensor:
         if self.is_frozen():
+            if self.__dict__.pop("_premasked", False):
+                return self._weight()
             return self._weight() * self.frozen_mask()  # a frozen mask is weight-shaped
         if self.unit_source is None:
             # One autograd node for mask, product and penalty (`two_temperature.MaskedWeight`).

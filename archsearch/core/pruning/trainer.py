@@ -188,6 +188,8 @@ class MaskTrainer:
         self.optimizer = make_mask_optimizer(self.logits, s.mask_optimizer, s.mask_lr)
         # The last loss handed the penalty's gradient to the layers (`_add_penalty_grad`).
         self._handed = False
+        # Frozen: the layers whose trained weights keep their pruned entries at zero.
+        self._premasked: list[MaskedLayer] | None = None
         # The penalty's fixed point is -1; with a cap, no logit rises above it.
         self.hist_range = (-1.1, 1.1 * s.logit_cap) if s.logit_cap is not None else (-1.5, 1.5)
         self.reach_step = max(1, math.ceil(s.reach_fraction * s.total_steps))
@@ -210,8 +212,10 @@ class MaskTrainer:
         return self.gamma * torch.stack([(s**2).sum() for s in shifted]).sum()
 
     def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        value = None
-        if self.gamma is not None and not self.frozen():
+        value, frozen = None, self.frozen()
+        if frozen and not self.schedule.clipped:
+            self._hand_premasked()
+        if self.gamma is not None and not frozen:
             if self.schedule.clipped:
                 return cross_entropy(model, x, y) + self._penalty([1.0 + p for p in self.logits])
             # Before the forward: the masked layers add the penalty's gradient to the
@@ -259,6 +263,30 @@ class MaskTrainer:
         assert self.gamma is not None, "a term was handed"
         return torch.add(p.detach(), 1.0).mul_(2.0 * self.gamma)
 
+    @torch.no_grad()
+    def _hand_premasked(self) -> None:
+        """Frozen: the trained weights' pruned entries are zeroed (once here, then after each
+        weight step in `after_step`), and each layer's forward uses its weight as the
+        masked weight (`hand_premasked`): no weight * mask forward and no grad * mask
+        backward, one in-place product a step instead of two.
+
+        The same forward values, so the same gradients and updates of every kept weight,
+        to the bit. The pruned ones receive their dense gradient and their optimiser state
+        moves, but they are zero in every forward and in every file (`plain_state_dict`).
+        Not with gradient clipping: those gradients would count in its norm.
+        """
+        if self._premasked is None:
+            self._premasked = [layer for layer in self.layers if layer.weight.requires_grad]
+            self._zero_pruned()
+        for layer in self._premasked:
+            layer.hand_premasked()
+
+    def _zero_pruned(self) -> None:
+        if self._premasked:
+            weights = [layer.weight for layer in self._premasked]
+            with torch.no_grad():
+                torch._foreach_mul_(weights, [layer.frozen_mask() for layer in self._premasked])
+
     def planned_density(self, step: int) -> float:
         assert self.schedule.target is not None, "a plan needs a target density"
         return float(self.schedule.target ** min(1.0, (step + 1) / self.reach_step))
@@ -283,6 +311,7 @@ class MaskTrainer:
             torch._foreach_clamp_max_(tuple(self.logits), self.schedule.logit_cap)
 
     def after_step(self, step: int) -> dict[str, float]:
+        self._zero_pruned()  # the weight step just wrote them (`_hand_premasked`)
         if self.frozen_density is not None:
             # Frozen masks never change: no logit step, no density pass (that
             # pass over every logit cost 14% of the loop after the freeze).
