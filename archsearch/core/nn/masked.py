@@ -338,14 +338,19 @@ def masks_frozen(model: nn.Module) -> bool:
     return all(bool(layer.mask_frozen) for _, layer in masked_layers(model))
 
 
+def exact_count_limit(dtype: torch.dtype) -> int:
+    """How many 0s and 1s a float sum in `dtype` adds exactly: every partial sum is then an
+    integer the dtype holds (2^24 in float32)."""
+    return {torch.float32: 2**24, torch.float64: 2**53}.get(dtype, 0)
+
+
 def positive_count(logits: torch.Tensor) -> int:
     """How many logits are above 0 (the connections kept), exactly.
 
-    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor):
-    a sum of 0s and 1s is exact while every partial sum is an integer the dtype holds.
+    Summed as floats (a vectorised pass, ~3x faster than summing a bool tensor), exact
+    within `exact_count_limit`.
     """
-    exact_up_to = {torch.float32: 2**24, torch.float64: 2**53}.get(logits.dtype, 0)
-    if logits.numel() <= exact_up_to:
+    if logits.numel() <= exact_count_limit(logits.dtype):
         return int(positive_indicator(logits.detach()).sum())
     return int((logits > 0).sum())
 

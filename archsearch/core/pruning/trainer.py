@@ -25,6 +25,7 @@ from archsearch.core.nn.masked import (
     MaskedConv2d,
     MaskedLinear,
     density,
+    exact_count_limit,
     freeze_masks,
     mask_logits,
     masked_layers,
@@ -119,12 +120,6 @@ def finalize_to_density(model: nn.Module, target: float) -> None:
             p.copy_(torch.where(part, p.clamp(min=1e-4), p.clamp(max=-1e-4)))
             start += p.numel()
     freeze_masks(model)
-
-
-def exact_count_limit(dtype: torch.dtype) -> int:
-    """How many 0s and 1s a sum in `dtype` adds exactly: every partial sum is an integer the
-    dtype holds (2^24 in float32), so a float sum of an indicator is an exact count."""
-    return {torch.float32: 2**24, torch.float64: 2**53}.get(dtype, 0)
 
 
 class PositiveCount:
