@@ -47,6 +47,7 @@ class ArmRun:
     end: float  # last job ended, or (a study) its artifacts stored
     cpu: dict[str, float] = field(default_factory=dict)  # seconds per process group
     study_id: str = ""
+    study_ended: float = 0.0  # a study: when `advance` marked it ended (before its artifacts)
 
     @property
     def wall_s(self) -> float:
@@ -60,6 +61,11 @@ class ArmRun:
     def after_last_job_s(self) -> float:
         """The study's artifact build (advance, charts, report) after its last job."""
         return max(0.0, self.end - self.last_finished)
+
+    @property
+    def to_study_end_s(self) -> float:
+        """From the last job's end to the study marked ended (the job's end, `advance`)."""
+        return max(0.0, self.study_ended - self.last_finished) if self.study_ended else 0.0
 
     @property
     def run_sum_s(self) -> float:
@@ -197,7 +203,7 @@ def print_wall_table(rounds: list[tuple[ArmRun, ArmRun]], workers: int) -> None:
     print(
         "| round | first | wall s | ratio | job run-time sum s | no job running while one "
         "waits s | idle worker-s while jobs wait | submit s | to first start s "
-        "| after last job s |"
+        "| after last job s (study ended + artifacts) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for i, (study, plain) in enumerate(rounds):
@@ -209,7 +215,8 @@ def print_wall_table(rounds: list[tuple[ArmRun, ArmRun]], workers: int) -> None:
             f"| {_pair(s_none, p_none)} | {_pair(s_idle, p_idle)} "
             f"| {_pair(study.submit_s, plain.submit_s, 3)} "
             f"| {_pair(study.to_first_start_s, plain.to_first_start_s, 3)} "
-            f"| {study.after_last_job_s:.3f} |"
+            f"| {study.after_last_job_s:.3f} ({study.to_study_end_s:.3f} + "
+            f"{study.after_last_job_s - study.to_study_end_s:.3f}) |"
         )
 
 
@@ -306,3 +313,12 @@ def print_job_spread(rounds: list[tuple[ArmRun, ArmRun]], sched: SchedSamples) -
 def _spread(values: list[float] | tuple[float, ...]) -> str:
     ordered = sorted(values)
     return f"{ordered[0]:.2f} / {_median(ordered):.2f} / {ordered[-1]:.2f}"
+
+
+def print_timeline(arm: ArmRun) -> None:
+    """Each job of one arm: created, started, finished (seconds after the first submit)."""
+    print(f"\n{arm.name} arm, seconds after its first submit: job created / started / ended")
+    for job in arm.jobs:
+        times = (job.created - arm.t0, job.started - arm.t0, job.finished - arm.t0)
+        print("  " + " / ".join(f"{t:.3f}" for t in times) + f"  on {job.worker}")
+    print(f"  end (artifacts for a study): {arm.end - arm.t0:.3f}")

@@ -183,7 +183,8 @@ def study_arm(client: ArchsearchClient, args: argparse.Namespace, probe: Probe) 
     end = probe.wait_for("SELECT artifacts_at FROM studies WHERE id = %s", study.id)
     cpu = probe.cpu_since(before)
     jobs = probe.job_times("study_id = %s", study.id)
-    return ArmRun("study", t0, submit_s, jobs, end, cpu, str(study.id))
+    ended = probe.scalar("SELECT finished_at FROM studies WHERE id = %s", study.id)
+    return ArmRun("study", t0, submit_s, jobs, end, cpu, str(study.id), ended.timestamp())
 
 
 def plain_arm(client: ArchsearchClient, specs: list[dict[str, Any]], probe: Probe) -> ArmRun:
@@ -244,6 +245,8 @@ def measure_overhead(
     hook_s = hook_seconds(database_url, rounds[-1][0].study_id)
     timeline.print_overhead(rounds, args.overhead_epochs, args.workers, hook_s)
     timeline.print_job_spread(rounds, probe.sched)
+    for arm in rounds[-1]:
+        timeline.print_timeline(arm)
 
 
 def main() -> None:
