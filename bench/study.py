@@ -7,10 +7,19 @@ a study costs over the same jobs submitted one by one.
    Its table (report.md) and pareto.png go into `--out/<dataset>/`, with results.csv,
    study.json and curves.png.
 2. Overhead: the same job specs as one study and as separate `POST /v1/jobs`, run on the
-   same workers one after the other (order alternated over `--overhead-rounds`), each timed
-   from the first submit to the last job's end; the study's ratio to the plain jobs is
-   printed (the study's makespan includes its artifact build), with the study's own costs
-   (submit request, artifact build) beside it.
+   same workers one after the other, ABBA over `--overhead-rounds`. Each arm is timed from
+   the client's first submit to the last job's end (plain) or to the study's artifacts
+   stored (study: its report and charts are built after its last job, and a user waits for
+   them); both arms wait with the same light PostgreSQL poll. Printed: the wall ratio (the
+   goal's figure: summed over rounds with a bootstrap interval, and over the rounds the rest
+   of the machine left alone), and beside it what each arm spent, from the jobs' own
+   timestamps (job run-time sum, queue gaps, submit, the study's end and artifact build)
+   and from /proc (CPU of the API, the workers, this database's PostgreSQL backends, the
+   rest of the machine; each job's CPU and run-queue wait).
+
+   The workers are told they share the machine (`ARCHSEARCH_WORKER_PROCESSES`): each takes
+   its share of the cores for torch threads. Left at one worker's default, two workers ran
+   two threads each on two cores, and the same job took 0.3-4.6 s instead of 0.15 s.
 
     python bench/study.py [--out /tmp/archsearch-study] [--epochs 3] [--train 8000]
                           [--seeds 3] [--densities 0.5 0.2 0.1 0.05] [--workers 2]
