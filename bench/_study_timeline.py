@@ -89,6 +89,16 @@ def queue_gaps(jobs: list[JobTimes], workers: int) -> tuple[float, float]:
     return none_ran, idle_worker_s
 
 
+def between_jobs(jobs: list[JobTimes]) -> list[float]:
+    """On each worker, the seconds from a job's end to the start of its next job (the
+    worker's after-job work: its outcome, the study's advance, its next claim)."""
+    gaps = []
+    for worker in {job.worker for job in jobs}:
+        mine = sorted((job for job in jobs if job.worker == worker), key=lambda j: j.started)
+        gaps += [b.started - a.finished for a, b in zip(mine, mine[1:], strict=False)]
+    return gaps
+
+
 def descendants(root: int) -> list[int]:
     """`root` and every process below it (Celery's pool processes under their parent)."""
     children: dict[int, list[int]] = {}
@@ -293,6 +303,12 @@ def print_decomposition(rounds: list[tuple[ArmRun, ArmRun]], workers: int) -> No
         "API CPU": [s.cpu["api"] - p.cpu["api"] for s, p in rounds],
         "others' CPU": [s.cpu["others"] - p.cpu["others"] for s, p in rounds],
     }
+    between = [[_median(between_jobs(arm.jobs)) * 1e3 for arm in pair] for pair in rounds]
+    print(
+        "\na worker's time from a job's end to its next job's start, median over rounds: "
+        f"study {_median([b[0] for b in between]):.1f} ms, "
+        f"plain {_median([b[1] for b in between]):.1f} ms"
+    )
     print(f"\nstudy minus plain, median over rounds (plain wall median {plain_wall:.2f} s):")
     for name, values in parts.items():
         value = _median(values)
