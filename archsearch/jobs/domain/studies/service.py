@@ -150,10 +150,12 @@ def job_label(study: Study, arm: str, seed: int) -> str:
 def create_study_job(
     session: Session, study: Study, job: PlannedJob, placement: Placement, trial: int | None = None
 ) -> Job:
+    """The job, tagged with its study before it is written (no second statement per job);
+    the caller's commit writes it, with the study's other new jobs in one batch."""
     spec = job.spec
     label = spec.label or job_label(study, job.arm, job.seed)
     created = jobs_repository.create_job(
-        session, spec.method, spec.model_dump(mode="json"), label, placement
+        session, spec.method, spec.model_dump(mode="json"), label, placement, flush=False
     )
     studies_repository.tag_job(created, study.id, job.arm, trial)
     return created
