@@ -40,6 +40,7 @@ CSV_FIELDS = (
     "latency_ms",
     "wall_clock_s",
 )
+Colour = tuple[float, float, float, float]  # RGBA
 MARKER_SIZE = 36.0  # points squared: matplotlib's default 6 pt marker
 CAP_SIZE = 36.0  # a 6 pt cap, as `errorbar(capsize=3)` draws
 
@@ -73,12 +74,12 @@ class PlainLogLabels(Formatter):
         return decades < 1 / 3 or (decades < 1 and leading in (2, 5))
 
 
-def _colours(arms: list[ArmSummary]) -> dict[str, object]:
+def _colours(arms: list[ArmSummary]) -> dict[str, Colour]:
     cmap = colormaps["tab20"]
     return {arm.label: cmap(i % 20) for i, arm in enumerate(arms)}
 
 
-def _scatter(ax: Axes, arms: list[ArmSummary], x_of: str, colours: dict[str, object]) -> None:
+def _scatter(ax: Axes, arms: list[ArmSummary], x_of: str, colours: dict[str, Colour]) -> None:
     points = [
         (getattr(arm, x_of), arm.test_accuracy, colours[arm.label], arm.label)
         for arm in arms
@@ -100,7 +101,7 @@ def _scatter(ax: Axes, arms: list[ArmSummary], x_of: str, colours: dict[str, obj
     ax.grid(alpha=0.3)
 
 
-def _points_with_error_bars(ax: Axes, points: list[tuple[Stat, Stat, object, str]]) -> None:
+def _points_with_error_bars(ax: Axes, points: list[tuple[Stat, Stat, Colour, str]]) -> None:
     """Each arm's mean with its std as bars, all arms in one collection per kind of mark:
     `errorbar` per arm made some forty artists for eight arms, a third of the chart's CPU
     (a study's charts are what its user waits for after the last job)."""

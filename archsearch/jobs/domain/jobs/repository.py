@@ -43,9 +43,8 @@ def create_job(
     tags: Sequence[str] = (),
     flush: bool = True,
 ) -> Job:
-    """A queued job with its first event and its tags, flushed unless `flush` is False (a
-    caller creating many, such as a study, flushes them together: one round trip per table
-    instead of several per job)."""
+    """A queued job with its event and tags; `flush=False` leaves the writing to a caller
+    that creates many (a study: one batch per table, not round trips per job)."""
     unique_tags = list(dict.fromkeys(tags))
     job = Job(
         id=uuid.uuid4(),
