@@ -128,9 +128,11 @@ class Probe:
     stamps read straight from PostgreSQL (one light query per poll, the same for both
     arms), and the CPU of the API, the workers and this database's PostgreSQL backends."""
 
-    def __init__(self, database_url: str, name: str, started: list[procs.Proc]) -> None:
+    def __init__(
+        self, database_url: str, name: str, started: list[procs.Proc], timeout: float
+    ) -> None:
         self.conn = psycopg.connect(database_url, autocommit=True)
-        self.name = name
+        self.name, self.timeout = name, timeout
         self.api_pid = started[0].popen.pid
         self.worker_pids = [proc.popen.pid for proc in started[1:]]
         self.sched = timeline.SchedSamples()
@@ -150,7 +152,10 @@ class Probe:
 
     def wait_for(self, sql: str, *params: Any, poll: float = 0.05) -> float:
         """Seconds since the epoch the query's first non-null answer names."""
+        deadline = time.monotonic() + self.timeout
         while (value := self.scalar(sql, *params)) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer within {self.timeout:.0f}s: {sql}")
             self.sched.sample(self.pool_pids)
             time.sleep(poll)
         self.sched.sample(self.pool_pids)
@@ -283,7 +288,7 @@ def main() -> None:
                 for dataset in args.datasets:
                     run_preset(client, args, dataset)
             if args.overhead_rounds:
-                probe = Probe(db_url, name, started)
+                probe = Probe(db_url, name, started, args.timeout)
                 measure_overhead(client, args, db_url, probe)
                 probe.conn.close()
     finally:
