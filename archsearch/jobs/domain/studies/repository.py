@@ -71,6 +71,18 @@ def study_jobs(session: Session, study_id: uuid.UUID) -> list[Job]:
     return list(session.scalars(query))
 
 
+def fixed_with_open_jobs(session: Session, study_id: uuid.UUID) -> bool:
+    """Whether the study is a fixed one (no sampler) with a job still queued or running,
+    read in one query, without the study's lock or its jobs' rows."""
+    open_job = (
+        select(Job.id)
+        .where(Job.study_id == study_id, Job.status.not_in(list(TERMINAL_STATUSES)))
+        .exists()
+    )
+    query = select(Study.id).where(Study.id == study_id, Study.sampler.is_(None), open_job)
+    return session.scalar(query) is not None
+
+
 def open_job_ids(session: Session, study_id: uuid.UUID) -> list[uuid.UUID]:
     """Jobs of the study that are queued or running."""
     query = select(Job.id).where(
