@@ -1,7 +1,8 @@
 """The weights' and the masks' optimisers: SGD with momentum (Sutskever et al. 2013, eq. 1-2;
 Nesterov as in torch), Adam ("Adam: A method for stochastic optimization", Algorithm 1) and
 AdamW ("Decoupled weight decay regularization", Algorithm 2), stepped by torch's own
-functional kernels (`torch.optim.sgd.sgd`, `torch.optim.adam.adam`), with a LambdaLR schedule.
+functional kernels (`torch.optim.sgd.sgd`, `torch.optim.adam.adam`; a fused Adam on one device
+calls the fused kernel as that function would), with a LambdaLR schedule.
 
 Why not torch.optim's classes: building one, zeroing it, saving or loading its state and
 stepping it all pass through wrappers (`torch._disable_dynamo`, `_use_grad_for_differentiable`)
