@@ -60,6 +60,7 @@ import argparse
 import importlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -310,6 +311,8 @@ def run_arm(args: argparse.Namespace) -> None:
         sampler.join()
         cpu = os.times()
         end = {**status(), **pss(), "peak Pss": sampler.peak_pss, "CPU s": cpu.user + cpu.system}
+        end["children CPU s"] = cpu.children_user + cpu.children_system
+        end["children peak RSS"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         out = {"stages": stages, "end": end}
         out["at_peak"] = sampler.at_peak
         out["end"]["dataset"] = mapped_dataset(settings.resolved_dataset_cache_dir)
@@ -391,7 +394,9 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
             hwm = median([r["stages"][i][1]["VmHWM"] for r in results[arm]])
             cells.append(f"{rss:8.0f} / {hwm:6.0f}")
         print(f"{stage:36s}" + "".join(f"{c:>20s}" for c in cells))
-    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s", "dynamo"):
+    keys = ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s")
+    keys += ("children CPU s", "children peak RSS", "dynamo")
+    for key in keys:
         row = [median([r["end"][key] for r in results[a]]) for a in arms]
         print(f"{'pool at the end: ' + key:36s}" + "".join(f"{v:20.1f}" for v in row))
     for key in ("VmRSS", "Pss", "Private"):

@@ -1,0 +1,128 @@
+"""A deployment step run in a short-lived child process forked for it.
+
+What the ONNX step maps and allocates (the TorchScript exporter, onnx's protobufs,
+onnxruntime's session and the pages of its library: some 40-50 MB on the 235k-parameter MNIST
+MLP) would otherwise stay in the worker's pool process for the rest of its life and set its
+peak resident memory (`bench/worker_memory.py`); in a child it dies with the child.
+
+Fork, not a fresh interpreter: the child starts with the parent's model and imported modules
+for nothing (the whole ONNX step of that MLP costs 0.04-0.1 s of CPU in the child), where a
+spawned one would import torch again (0.7 s) and need the model pickled to it.
+
+What forking a threaded process asks of the child:
+- torch's OpenMP pool (GNU libgomp) does not survive a fork: a child that enters a parallel
+  region after its parent used two threads or more hangs for ever. The child runs torch on one
+  thread; a step that wants more threads for another runtime is told the parent's count.
+- It logs nothing: a handler of the parent (the job's log writes to the database) would write
+  on connections the parent owns. It ends by `os._exit`: no exit handler of the parent runs,
+  no inherited buffer is flushed twice.
+- SIGTERM and SIGINT end it at once: the parent's handlers would ask the job to stop at its
+  next checkpoint, which the child has none of.
+
+The parent waits for the result while polling `should_stop`, and kills the child when the job
+is cancelled, preempted, or the step outlives its time limit: a job never hangs on its child.
+The result comes back pickled through a pipe (between a process and its own fork, never to
+or from a user).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import signal
+import time
+from collections.abc import Callable
+from typing import NoReturn, TypeVar, cast
+
+import torch
+
+from archsearch.core.errors import ArchsearchError, JobCancelled
+
+T = TypeVar("T")
+POLL_S = 0.25  # how often the waiting parent asks whether the job should stop
+READ_BYTES = 1 << 20
+
+
+class ForkedStepFailed(ArchsearchError):
+    """The child process of a step died, raised, or outlived its time limit."""
+
+
+def run_forked(
+    step: Callable[[], T], should_stop: Callable[[], bool], timeout_s: float, what: str
+) -> T:
+    """`step()` computed in a child process forked for it (in this process where there is no
+    `fork`). Raises `JobCancelled` when `should_stop()` turns true while it runs, and
+    `ForkedStepFailed` (naming `what`) when the child dies, raises or takes over `timeout_s`."""
+    if not hasattr(os, "fork"):
+        return step()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _run_child(step, write_fd)
+    os.close(write_fd)
+    try:
+        payload = _read_result(read_fd, should_stop, time.monotonic() + timeout_s, what)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+    return cast(T, _result(payload, status, what))
+
+
+def _run_child(step: Callable[[], object], write_fd: int) -> NoReturn:
+    code = 1
+    try:
+        _quiet_child()
+        payload = pickle.dumps(("ok", step()))
+        code = 0
+    except BaseException as exc:  # anything: the parent reports it, the child ends here
+        payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+    try:
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(payload)
+    finally:
+        os._exit(code)
+
+
+def _quiet_child() -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
+    logging.disable(logging.CRITICAL)
+    torch.set_num_threads(1)  # see the module docstring: libgomp's pool did not survive
+
+
+def _read_result(
+    read_fd: int, should_stop: Callable[[], bool], deadline: float, what: str
+) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        ready, _, _ = select.select([read_fd], [], [], POLL_S)
+        if ready:
+            chunk = os.read(read_fd, READ_BYTES)
+            if not chunk:  # the child closed its end: it is done, or dead
+                return b"".join(chunks)
+            chunks.append(chunk)
+        elif should_stop():
+            raise JobCancelled(f"cancelled during {what}")
+        elif time.monotonic() > deadline:
+            raise ForkedStepFailed(f"{what} did not finish within its time limit; stopped")
+
+
+def _result(payload: bytes, status: int, what: str) -> object:
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        hint = " (as the system's out-of-memory killer does)" if name == "SIGKILL" else ""
+        raise ForkedStepFailed(f"the process of {what} was killed by {name}{hint}")
+    try:
+        outcome, value = pickle.loads(payload)
+    except Exception as exc:  # an empty or cut result: the child ended before writing it
+        code = os.WEXITSTATUS(status)
+        raise ForkedStepFailed(f"the process of {what} ended (code {code}) without a result") from exc
+    if outcome != "ok":
+        raise ForkedStepFailed(f"{what} failed in its process: {value}")
+    return value
