@@ -122,7 +122,8 @@ def _result(payload: bytes, status: int, what: str) -> object:
         outcome, value = pickle.loads(payload)
     except Exception as exc:  # an empty or cut result: the child ended before writing it
         code = os.WEXITSTATUS(status)
-        raise ForkedStepFailed(f"the process of {what} ended (code {code}) without a result") from exc
+        message = f"the process of {what} ended (code {code}) without a result"
+        raise ForkedStepFailed(message) from exc
     if outcome != "ok":
         raise ForkedStepFailed(f"{what} failed in its process: {value}")
     return value
