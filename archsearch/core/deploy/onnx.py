@@ -51,6 +51,14 @@ from archsearch.core.deploy.latency import interleaved_medians
 from archsearch.core.float_mode import flushes_subnormals
 from archsearch.core.models.registry import Architecture
 
+try:
+    # The TorchScript exporter's modules, imported with this module (in a worker: by `preload`,
+    # before the pool forks) rather than by every job's export child: 30 ms of its CPU, for
+    # 2 MB shared by every process of the worker.
+    import torch.onnx._internal.torchscript_exporter.utils  # noqa: F401
+except ImportError:  # another torch's layout: the export imports what it needs itself
+    pass
+
 OPSET = 17
 ORT_BUDGET_S = 0.2
 # The export of the largest families takes seconds; a child past this is stuck, not slow.

@@ -152,3 +152,22 @@ class KilledInAChild(nn.Module):
 def test_a_job_whose_export_process_is_killed_fails_saying_so() -> None:
     with pytest.raises(ForkedStepFailed, match="the ONNX export was killed by SIGKILL"):
         onnx_artifact(KilledInAChild(), ARCH, torch.randn(4, *SHAPE))
+
+
+class SleepsInAChild(nn.Module):
+    """A model whose export never ends (its forward sleeps in any process but its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parent = os.getpid()
+        self.linear = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if os.getpid() != self.parent:
+            time.sleep(600)
+        return self.linear(x.flatten(1))
+
+
+def test_a_job_cancelled_during_its_export_ends_cancelled() -> None:
+    with pytest.raises(JobCancelled, match="the ONNX export"):
+        onnx_artifact(SleepsInAChild(), ARCH, torch.randn(4, *SHAPE), should_stop=lambda: True)
