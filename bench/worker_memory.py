@@ -15,11 +15,13 @@ shared copy-on-write with the child until written) and the dataset cache file (a
 copy-on-write file mapping: its pages are the kernel's page cache, shared by every process
 of the machine that maps it, and dropped under pressure). Pss divides each shared page by
 the number of processes mapping it, so the Pss of all processes adds up to the machine's
-real use. The goal (VmHWM) is an RSS figure: sharing does not lower it. Pss has no kernel
-high-water mark, so a thread of the pool process reads smaps_rollup every 50 ms: its highest
-Pss is the peak a machine really pays for that process (a sample, so it can miss a peak
-shorter than the interval), and the stack of the job's thread at its highest sampled RSS says
-what the job was doing at the peak.
+real use. The goal (VmHWM) is an RSS figure: sharing does not lower it. The pool's children
+(each job's ONNX export process) are reported apart: their CPU seconds and the highest peak
+resident set among them (`RUSAGE_CHILDREN`; it counts the pages they share with the pool).
+Pss has no kernel high-water mark, so a thread of the pool process reads smaps_rollup every
+50 ms: its highest Pss is the peak a machine really pays for that process (a sample, so it
+can miss a peak shorter than the interval), and the stack of the job's thread at its highest
+sampled RSS says what the job was doing at the peak.
 
 Arms:
 - before: CLI parent: the main process also holds what it held before it became a fresh
@@ -34,7 +36,9 @@ Arms:
   imports it (`tests/core/test_optimizers.py`), so the stub arm has nothing left to measure.
 - no export (floor): `write_deployment` (the deployment artifacts: TorchScript and ONNX
   export, the ONNX Runtime check, the latency measurements) replaced by a no-op in the pool
-  process, warm-up included: what the pool would hold if that ran in a short-lived child.
+  process, warm-up included. The ONNX export, check and latency now run in a child process
+  forked per job (`core.deploy.forked`), so "as built" should sit on this floor; the rest of
+  `write_deployment` (sizes, layer forms, PyTorch latency) still runs in the pool.
 - no spectrum (floor): the prune job skips its Laplacian spectra (`save_spectrum`).
 - mmap over 128k: glibc serves every allocation over 128 kB by its own mapping, returned
   to the system when freed (by default the threshold rises to the largest block freed, up
