@@ -53,8 +53,8 @@ from archsearch.core.models.registry import Architecture
 
 try:
     # The TorchScript exporter's modules, imported with this module (in a worker: by `preload`,
-    # before the pool forks) rather than by every job's export child: 30 ms of its CPU, for
-    # 2 MB shared by every process of the worker.
+    # before the pool forks) rather than by every job's export child: 30-40 ms of its CPU a
+    # job, for 6 MB in the worker's main process that its pool processes share.
     import torch.onnx._internal.torchscript_exporter.utils  # noqa: F401
 except ImportError:  # another torch's layout: the export imports what it needs itself
     pass
