@@ -33,6 +33,7 @@ import pickle
 import select
 import signal
 import time
+import warnings
 from collections.abc import Callable
 from typing import NoReturn, TypeVar, cast
 
@@ -43,6 +44,13 @@ from archsearch.core.errors import ArchsearchError, JobCancelled
 T = TypeVar("T")
 POLL_S = 0.25  # how often the waiting parent asks whether the job should stop
 READ_BYTES = 1 << 20
+
+
+# Python 3.12+ warns at every fork of a threaded process; this module's children run one step
+# with the precautions above and end by `_exit`. Scoped to forks called from here.
+warnings.filterwarnings(
+    "ignore", r"This process .* is multi-threaded", DeprecationWarning, module=__name__
+)
 
 
 class ForkedStepFailed(ArchsearchError):
