@@ -108,9 +108,10 @@ def _read_result(
     read_fd: int, should_stop: Callable[[], bool], deadline: float, what: str
 ) -> bytes:
     chunks: list[bytes] = []
+    poller = select.poll()  # not `select.select`: a server's descriptors pass FD_SETSIZE
+    poller.register(read_fd, select.POLLIN)
     while True:
-        ready, _, _ = select.select([read_fd], [], [], POLL_S)
-        if ready:
+        if poller.poll(POLL_S * 1000):
             chunk = os.read(read_fd, READ_BYTES)
             if not chunk:  # the child closed its end: it is done, or dead
                 return b"".join(chunks)

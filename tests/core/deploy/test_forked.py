@@ -4,6 +4,7 @@ hangs or outlives its job never leaves the job waiting."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import threading
 import time
@@ -171,3 +172,19 @@ class SleepsInAChild(nn.Module):
 def test_a_job_cancelled_during_its_export_ends_cancelled() -> None:
     with pytest.raises(JobCancelled, match="the ONNX export"):
         onnx_artifact(SleepsInAChild(), ARCH, torch.randn(4, *SHAPE), should_stop=lambda: True)
+
+
+def test_a_step_runs_in_a_process_holding_over_a_thousand_descriptors() -> None:
+    """A server with many clients: its pipe's descriptor is past `select`'s FD_SETSIZE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard if hard != resource.RLIM_INFINITY else soft) < 1100:
+        pytest.skip("this process may not open 1100 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    null = os.open(os.devnull, os.O_RDONLY)
+    held = [os.dup(null) for _ in range(1030)]
+    try:
+        assert run_forked(lambda: 42, never, 60, "a step") == 42
+    finally:
+        for fd in [*held, null]:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
