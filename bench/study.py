@@ -7,10 +7,19 @@ a study costs over the same jobs submitted one by one.
    Its table (report.md) and pareto.png go into `--out/<dataset>/`, with results.csv,
    study.json and curves.png.
 2. Overhead: the same job specs as one study and as separate `POST /v1/jobs`, run on the
-   same workers one after the other (order alternated over `--overhead-rounds`), each timed
-   from the first submit to the last job's end; the study's ratio to the plain jobs is
-   printed (the study's makespan includes its artifact build), with the study's own costs
-   (submit request, artifact build) beside it.
+   same workers one after the other, ABBA over `--overhead-rounds`. Each arm is timed from
+   the client's first submit to the last job's end (plain) or to the study's artifacts
+   stored (study: its report and charts are built after its last job, and a user waits for
+   them); both arms wait with the same light PostgreSQL poll. Printed: the wall ratio (the
+   goal's figure: summed over rounds with a bootstrap interval, and over the rounds the rest
+   of the machine left alone), and beside it what each arm spent, from the jobs' own
+   timestamps (job run-time sum, queue gaps, submit, the study's end and artifact build)
+   and from /proc (CPU of the API, the workers, this database's PostgreSQL backends, the
+   rest of the machine; each job's CPU and run-queue wait).
+
+   The workers are told they share the machine (`ARCHSEARCH_WORKER_PROCESSES`): each takes
+   its share of the cores for torch threads. Left at one worker's default, two workers ran
+   two threads each on two cores, and the same job took 0.3-4.6 s instead of 0.15 s.
 
     python bench/study.py [--out /tmp/archsearch-study] [--epochs 3] [--train 8000]
                           [--seeds 3] [--densities 0.5 0.2 0.1 0.05] [--workers 2]
@@ -19,6 +28,7 @@ a study costs over the same jobs submitted one by one.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import statistics
 import sys
@@ -28,7 +38,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import _study_timeline as timeline  # noqa: E402  (this script's folder is on sys.path)
+from _study_timeline import ArmRun  # noqa: E402
 
 from archsearch.client import ArchsearchClient  # noqa: E402
 from archsearch.jobs.domain.studies.service import advance_study  # noqa: E402
@@ -55,6 +70,8 @@ def start_service(workers: int, tmp: Path) -> tuple[str, str, str, list[procs.Pr
         "ARCHSEARCH_HOME": str(tmp),
         "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
         "OMP_NUM_THREADS": "1",
+        # The workers share this machine's cores: each takes its share of torch threads.
+        "ARCHSEARCH_WORKER_PROCESSES": str(workers),
     }
     port = procs.free_port()
     started = [procs.start("api", ["api", "--port", str(port)], env, tmp)]
@@ -92,17 +109,6 @@ def run_preset(client: ArchsearchClient, args: argparse.Namespace, dataset: str)
     print((folder / "report.md").read_text())
 
 
-def wait_jobs(client: ArchsearchClient, job_ids: list[uuid.UUID]) -> float:
-    """Seconds (wall clock, server side) from the first job's creation to the last end."""
-    while True:
-        jobs = [client.get_job(job_id) for job_id in job_ids]
-        if all(job.status in TERMINAL for job in jobs):
-            first = min(job.created_at for job in jobs)
-            last = max(job.finished_at for job in jobs if job.finished_at)
-            return (last - first).total_seconds()
-        time.sleep(1)
-
-
 def overhead_request(args: argparse.Namespace) -> dict[str, Any]:
     arms = []
     for width in (16, 32, 64, 128):
@@ -117,86 +123,144 @@ def overhead_request(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def study_round(client: ArchsearchClient, args: argparse.Namespace) -> tuple[float, Any, Any]:
-    """(study makespan, submit seconds, the ended study)."""
-    t0 = time.perf_counter()
+class Probe:
+    """The bench's own view of the service: the jobs' times and the studies' artifact
+    stamps read straight from PostgreSQL (one light query per poll, the same for both
+    arms), and the CPU of the API, the workers and this database's PostgreSQL backends."""
+
+    def __init__(
+        self, database_url: str, name: str, started: list[procs.Proc], timeout: float
+    ) -> None:
+        self.conn = psycopg.connect(database_url, autocommit=True)
+        self.name, self.timeout = name, timeout
+        self.api_pid = started[0].popen.pid
+        self.worker_pids = [proc.popen.pid for proc in started[1:]]
+        self.sched = timeline.SchedSamples()
+        self.pool_pids: list[int] = []
+
+    def scalar(self, sql: str, *params: Any) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def job_times(self, where: str, *params: Any) -> list[timeline.JobTimes]:
+        rows = self.conn.execute(
+            "SELECT created_at, started_at, finished_at, worker FROM jobs "
+            f"WHERE {where} ORDER BY created_at, id",
+            params,
+        )
+        return [timeline.JobTimes.from_row(*row) for row in rows]
+
+    def wait_for(self, sql: str, *params: Any, poll: float = 0.05) -> float:
+        """Seconds since the epoch the query's first non-null answer names."""
+        deadline = time.monotonic() + self.timeout
+        while (value := self.scalar(sql, *params)) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer within {self.timeout:.0f}s: {sql}")
+            self.sched.sample(self.pool_pids)
+            time.sleep(poll)
+        self.sched.sample(self.pool_pids)
+        return float(value.timestamp())
+
+    def cpu(self) -> dict[str, float]:
+        self.pool_pids = [p for root in self.worker_pids for p in timeline.descendants(root)]
+        self.sched.sample(self.pool_pids)
+        backends = [
+            pid
+            for (pid,) in self.conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.name,)
+            )
+        ]
+        mine = os.times()
+        return {
+            "api": timeline.cpu_seconds(timeline.descendants(self.api_pid)),
+            "workers": sum(
+                timeline.cpu_seconds(timeline.descendants(pid)) for pid in self.worker_pids
+            ),
+            "postgres": timeline.cpu_seconds(backends),
+            "bench": mine.user + mine.system,
+            "machine": timeline.machine_busy_seconds(),
+        }
+
+    def cpu_since(self, before: dict[str, float]) -> dict[str, float]:
+        spent = {key: value - before[key] for key, value in self.cpu().items()}
+        ours = sum(spent[key] for key in ("api", "workers", "postgres", "bench"))
+        spent["others"] = max(0.0, spent["machine"] - ours)
+        return spent
+
+
+def study_arm(client: ArchsearchClient, args: argparse.Namespace, probe: Probe) -> ArmRun:
+    """The jobs as one study; it ends when its artifacts are stored."""
+    before = probe.cpu()
+    t0 = time.time()
     study = client.submit_study(overhead_request(args))
-    submit_s = time.perf_counter() - t0
-    detail = client.wait_study(study.id, timeout=args.timeout, poll=0.5)
-    return study_makespan(client, detail), submit_s, detail
+    submit_s = time.time() - t0
+    end = probe.wait_for("SELECT artifacts_at FROM studies WHERE id = %s", study.id)
+    cpu = probe.cpu_since(before)
+    jobs = probe.job_times("study_id = %s", study.id)
+    ended = probe.scalar("SELECT finished_at FROM studies WHERE id = %s", study.id)
+    return ArmRun("study", t0, submit_s, jobs, end, cpu, str(study.id), ended.timestamp())
 
 
-def study_makespan(client: ArchsearchClient, detail: Any) -> float:
-    jobs = [
-        j for j in client.list_jobs(limit=500).data if j.label and j.label.startswith("overhead/")
-    ]
-    mine = [j for j in jobs if j.created_at >= detail.created_at][: sum(detail.counts.values())]
-    return wait_jobs(client, [j.id for j in mine])
+def plain_arm(client: ArchsearchClient, specs: list[dict[str, Any]], probe: Probe) -> ArmRun:
+    """The same jobs, each its own `POST /v1/jobs`; it ends when the last one ended."""
+    before = probe.cpu()
+    t0 = time.time()
+    ids, submit_s = [], 0.0
+    for spec in specs:
+        sent = time.time()
+        ids.append(client.submit(spec).id)
+        submit_s += time.time() - sent
+    end = probe.wait_for(
+        "SELECT max(finished_at) FROM jobs WHERE id = ANY(%s) "
+        "HAVING bool_and(finished_at IS NOT NULL)",
+        ids,
+    )
+    cpu = probe.cpu_since(before)
+    return ArmRun("plain", t0, submit_s, probe.job_times("id = ANY(%s)", ids), end, cpu)
 
 
-def plain_round(client: ArchsearchClient, specs: list[dict[str, Any]]) -> float:
-    return wait_jobs(client, [client.submit(spec).id for spec in specs])
+def plain_specs(probe: Probe, study_id: str) -> list[dict[str, Any]]:
+    """The study's job specs in its creation order, unlabelled (as a user would send them)."""
+    rows = probe.conn.execute(
+        "SELECT spec FROM jobs WHERE study_id = %s ORDER BY created_at, id", (study_id,)
+    )
+    return [{**spec, "label": None} for (spec,) in rows]
 
 
-def plain_specs(client: ArchsearchClient, detail: Any) -> list[dict[str, Any]]:
-    jobs = [
-        j for j in client.list_jobs(limit=500).data if j.label and j.label.startswith("overhead/")
-    ]
-    return [{**j.spec, "label": None} for j in jobs if j.created_at >= detail.created_at]
-
-
-def hook_seconds(database_url: str, study_id: uuid.UUID, repeats: int = 20) -> float:
+def hook_seconds(database_url: str, study_id: str, repeats: int = 20) -> float:
     """Median cost of one `advance_study` (what every job's end runs for its study)."""
     engine = make_engine(database_url)
     sessions, settings, times = make_session_factory(engine), Settings(), []
     for _ in range(repeats):
         with sessions() as session:
             start = time.perf_counter()
-            advance_study(session, settings, study_id)
+            advance_study(session, settings, uuid.UUID(study_id))
             session.rollback()
             times.append(time.perf_counter() - start)
     engine.dispose()
     return statistics.median(times)
 
 
-def measure_overhead(client: ArchsearchClient, args: argparse.Namespace, database_url: str) -> None:
-    _, _, warm = study_round(client, args)  # warm-up: workers load torch and the data
-    specs = plain_specs(client, warm)
-    rows = []
-    for i in range(args.overhead_rounds):  # alternate which goes first
-        if i % 2:
-            plain_s = plain_round(client, specs)
-            study_s, submit_s, detail = study_round(client, args)
+def measure_overhead(
+    client: ArchsearchClient, args: argparse.Namespace, database_url: str, probe: Probe
+) -> None:
+    warm = study_arm(client, args, probe)  # warm-up: workers load the data, caches fill
+    specs = plain_specs(probe, warm.study_id)
+    rounds: list[tuple[ArmRun, ArmRun]] = []
+    for i in range(args.overhead_rounds):  # ABBA: each arm goes first in half the rounds
+        print(f"round {i}: load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+        if i % 4 in (1, 2):
+            plain = plain_arm(client, specs, probe)
+            study = study_arm(client, args, probe)
         else:
-            study_s, submit_s, detail = study_round(client, args)
-            plain_s = plain_round(client, specs)
-        build_s = (detail.updated_at - detail.finished_at).total_seconds()
-        # The study's wall clock includes its artifacts (report, charts): they are built
-        # after its last job, and a user waits for them.
-        rows.append((study_s + max(0.0, build_s), plain_s, submit_s, build_s, detail.id))
-    hook_s = hook_seconds(database_url, rows[-1][4])
-    print("\n## Overhead of a study over the same jobs submitted one by one\n")
-    print(
-        f"{len(specs)} train jobs on digits ({args.overhead_epochs} epochs), same workers, "
-        "order alternated; makespan = first job created to last job ended (server clock), "
-        "the study's plus its artifact build after that last job\n"
-    )
-    print(
-        "| round | study makespan s (with artifacts) | plain jobs makespan s | ratio "
-        "| submit s | artifacts s |"
-    )
-    print("|---|---|---|---|---|---|")
-    for i, (s, p, sub, build, _) in enumerate(rows):
-        print(f"| {i} | {s:.2f} | {p:.2f} | {s / p:.3f} | {sub:.3f} | {build:.2f} |")
-    study_s = statistics.median(r[0] for r in rows)
-    plain_s = statistics.median(r[1] for r in rows)
-    print(f"\nmedian makespan ratio study / plain: {study_s / plain_s:.3f}")
-    own = len(specs) * hook_s
-    print(
-        f"the study's own work on the workers: {len(specs)} x advance_study "
-        f"{hook_s * 1e3:.1f} ms = {own:.3f} s = {own / plain_s * 100:.2f}% of the plain "
-        "makespan (target < 2%); submit and artifact build in the table above"
-    )
+            study = study_arm(client, args, probe)
+            plain = plain_arm(client, specs, probe)
+        rounds.append((study, plain))
+    hook_s = hook_seconds(database_url, rounds[-1][0].study_id)
+    timeline.print_overhead(rounds, args.overhead_epochs, args.workers, hook_s)
+    timeline.print_job_spread(rounds, probe.sched)
+    for arm in rounds[-1]:
+        timeline.print_timeline(arm)
 
 
 def main() -> None:
@@ -224,7 +288,9 @@ def main() -> None:
                 for dataset in args.datasets:
                     run_preset(client, args, dataset)
             if args.overhead_rounds:
-                measure_overhead(client, args, db_url)
+                probe = Probe(db_url, name, started, args.timeout)
+                measure_overhead(client, args, db_url, probe)
+                probe.conn.close()
     finally:
         for proc in reversed(started):
             proc.stop()

@@ -180,6 +180,19 @@ def test_workers_get_the_time_to_hand_their_job_back(rendered: Objects, overlay:
         assert settings.stop_grace_seconds + settings.lease_seconds <= grace
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_workers_take_the_torch_threads_their_pod_requests(rendered: Objects, overlay: str) -> None:
+    workers = [
+        o for o in of_kind(rendered[overlay], "Deployment") if "worker" in o["metadata"]["name"]
+    ]
+    for worker in workers:
+        (container,) = worker["spec"]["template"]["spec"]["containers"]
+        env = {var["name"]: var for var in container["env"]}
+        field = env["ARCHSEARCH_TORCH_THREADS"]["valueFrom"]["resourceFieldRef"]
+        assert field == {"resource": "requests.cpu", "divisor": "1"}
+        assert int(container["resources"]["requests"]["cpu"]) >= 1
+
+
 def test_config_keys_are_settings_and_the_migration_runs_upgrade(rendered: Objects) -> None:
     (config,) = of_kind(rendered["cpu"], "ConfigMap")
     fields = {f"ARCHSEARCH_{name.upper()}" for name in Settings.model_fields}

@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from archsearch.jobs.platform.cores import usable_cores
+
 MIN_SECRET_CHARACTERS = 32  # a guessable secret lets anyone forge a session cookie
 
 
@@ -130,7 +132,8 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description="torch threads per worker process (and per embedded runner); "
-        "default: CPU cores // `worker_processes` (// `local_runner_threads` embedded), >= 1",
+        "default: `OMP_NUM_THREADS` when set, else the usable CPU cores (the cgroup's CPU "
+        "quota included) // `worker_processes` (// `local_runner_threads` embedded), >= 1",
     )
     worker_processes: int = Field(
         default=1, ge=1, description="worker processes that share this machine's cores"
@@ -260,12 +263,16 @@ class Settings(BaseSettings):
 
     @property
     def resolved_torch_threads(self) -> int:
-        """Threads one job may use: the setting, or this process's share of the cores."""
+        """Threads one job may use: the setting, else `OMP_NUM_THREADS` (the variable torch
+        itself reads, which the default below would otherwise override), else this
+        process's share of the cores it may use (its cgroup's CPU quota included)."""
         if self.torch_threads is not None:
             return self.torch_threads
+        omp_threads = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if omp_threads.isdigit() and int(omp_threads) > 0:
+            return int(omp_threads)
         sharing = self.worker_processes * (self.local_runner_threads if self.embedded else 1)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return max(1, (cores or 1) // sharing)
+        return max(1, usable_cores() // sharing)
 
     @cached_property
     def resolved_dataset_cache_dir(self) -> Path:

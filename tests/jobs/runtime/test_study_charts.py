@@ -63,8 +63,21 @@ def curves(arms: int, points: int) -> Curves:
     }
 
 
+def mixed() -> StudyDetail:
+    """Arms a panel has no point for: no latency measured, no accuracy (its jobs failed)."""
+    study = detail(4, True, "mixed")
+    study.arms[1] = study.arms[1].model_copy(update={"latency_ms": None})
+    study.arms[2] = study.arms[2].model_copy(update={"test_accuracy": None})
+    return study
+
+
 # Each sequence changes what the last chart left: arms, panels, names, lines, a legend.
-PARETO = [detail(5, True, "sweep"), detail(2, False, "two arms"), detail(7, True, "seven")]
+PARETO = [
+    detail(5, True, "sweep"),
+    detail(2, False, "two arms"),
+    detail(7, True, "seven"),
+    mixed(),
+]
 CURVES = [(PARETO[0], curves(5, 40)), (PARETO[1], {}), (PARETO[2], curves(7, 9))]
 
 

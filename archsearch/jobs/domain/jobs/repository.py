@@ -41,7 +41,10 @@ def create_job(
     label: str | None,
     placement: Placement = Placement(),
     tags: Sequence[str] = (),
+    flush: bool = True,
 ) -> Job:
+    """A queued job with its event and tags; `flush=False` leaves the writing to a caller
+    that creates many (a study: one batch per table, not round trips per job)."""
     unique_tags = list(dict.fromkeys(tags))
     job = Job(
         id=uuid.uuid4(),
@@ -68,7 +71,8 @@ def create_job(
     # A new job has no tag rows to replace: they go in with it, in one flush (the submit
     # path's round trips count in submit -> running).
     session.add_all(JobTag(tag=tag, job_id=job.id) for tag in unique_tags)
-    session.flush()
+    if flush:
+        session.flush()
     return job
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.jobs.listing import id_range
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import TERMINAL_STATUSES, Artifact, Job
+from archsearch.jobs.domain.tables import TERMINAL_STATUSES, Artifact, Job, Metric
 from archsearch.jobs.platform.store import check_artifact_name
 
 COMPACT_ARTIFACTS = ("model-compact.safetensors", "model.safetensors")
@@ -71,6 +71,18 @@ def study_jobs(session: Session, study_id: uuid.UUID) -> list[Job]:
     return list(session.scalars(query))
 
 
+def fixed_with_open_jobs(session: Session, study_id: uuid.UUID) -> bool:
+    """Whether the study is a fixed one (no sampler) with a job still queued or running,
+    read in one query, without the study's lock or its jobs' rows."""
+    open_job = (
+        select(Job.id)
+        .where(Job.study_id == study_id, Job.status.not_in(list(TERMINAL_STATUSES)))
+        .exists()
+    )
+    query = select(Study.id).where(Study.id == study_id, Study.sampler.is_(None), open_job)
+    return session.scalar(query) is not None
+
+
 def open_job_ids(session: Session, study_id: uuid.UUID) -> list[uuid.UUID]:
     """Jobs of the study that are queued or running."""
     query = select(Job.id).where(
@@ -93,6 +105,23 @@ def compact_sizes(session: Session, job_ids: Sequence[uuid.UUID]) -> dict[uuid.U
         job_id: next(sizes[name] for name in COMPACT_ARTIFACTS if name in sizes)
         for job_id, sizes in found.items()
     }
+
+
+def metric_series_by_job(
+    session: Session, job_ids: Sequence[uuid.UUID], name: str
+) -> dict[uuid.UUID, list[tuple[int, float]]]:
+    """One metric's (step, value) points of each job, in step order, in one query."""
+    if not job_ids:
+        return {}
+    query = (
+        select(Metric.job_id, Metric.step, Metric.value)
+        .where(Metric.job_id.in_(job_ids), Metric.name == name)
+        .order_by(Metric.job_id, Metric.step)
+    )
+    series: dict[uuid.UUID, list[tuple[int, float]]] = {}
+    for job_id, step, value in session.execute(query):
+        series.setdefault(job_id, []).append((step, value))
+    return series
 
 
 def unfinished_study_ids(session: Session) -> list[uuid.UUID]:

@@ -150,10 +150,12 @@ def job_label(study: Study, arm: str, seed: int) -> str:
 def create_study_job(
     session: Session, study: Study, job: PlannedJob, placement: Placement, trial: int | None = None
 ) -> Job:
+    """The job, tagged with its study before it is written (no second statement per job);
+    the caller's commit writes it, with the study's other new jobs in one batch."""
     spec = job.spec
     label = spec.label or job_label(study, job.arm, job.seed)
     created = jobs_repository.create_job(
-        session, spec.method, spec.model_dump(mode="json"), label, placement
+        session, spec.method, spec.model_dump(mode="json"), label, placement, flush=False
     )
     studies_repository.tag_job(created, study.id, job.arm, trial)
     return created
@@ -268,7 +270,15 @@ def _maybe_end(session: Session, study: Study, jobs: list[Job], no_more: bool) -
 
 def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> Advance:
     """Under the study's row lock: tell finished trials, ask new ones, end the study when
-    all is done. Idempotent; the caller commits and enqueues `new_jobs`."""
+    all is done. Idempotent; the caller commits and enqueues `new_jobs`.
+
+    A fixed study with a job still open has nothing to do, and says so without its lock:
+    the workers ending its jobs would otherwise queue on that lock after every job, each
+    loading every job of the study. Its callers run after their job's end is committed,
+    so the caller ending the last job sees none open and ends the study.
+    """
+    if studies_repository.fixed_with_open_jobs(session, study_id):
+        return Advance()
     study = studies_repository.get_study(session, study_id, for_update=True)
     jobs = studies_repository.study_jobs(session, study.id)
     if study.status != "running":

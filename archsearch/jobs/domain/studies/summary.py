@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.aggregation import (
     JobFacts,
@@ -114,9 +113,13 @@ def result_rows(session: Session, study_id: uuid.UUID) -> list[dict[str, Any]]:
 def accuracy_curves(
     session: Session, study_id: uuid.UUID
 ) -> dict[str, list[list[tuple[int, float]]]]:
-    """Per arm, each job's test accuracy during training (step, value)."""
+    """Per arm, each job's test accuracy during training (step, value), read in one query
+    (not two per job: a study's user waits for its charts after its last job)."""
+    jobs = studies_repository.study_jobs(session, study_id)
+    series = studies_repository.metric_series_by_job(
+        session, [job.id for job in jobs], "test_accuracy"
+    )
     curves: dict[str, list[list[tuple[int, float]]]] = {}
-    for job in studies_repository.study_jobs(session, study_id):
-        series = jobs_repository.metric_series(session, job.id, ["test_accuracy"])
-        curves.setdefault(job.study_arm or "base", []).append(series.get("test_accuracy", []))
+    for job in jobs:
+        curves.setdefault(job.study_arm or "base", []).append(series.get(job.id, []))
     return curves
