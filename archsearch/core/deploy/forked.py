@@ -16,8 +16,10 @@ What forking a threaded process asks of the child:
 - It logs nothing: a handler of the parent (the job's log writes to the database) would write
   on connections the parent owns. It ends by `os._exit`: no exit handler of the parent runs,
   no inherited buffer is flushed twice.
-- SIGTERM and SIGINT end it at once: the parent's handlers would ask the job to stop at its
-  next checkpoint, which the child has none of.
+- It ignores SIGTERM and SIGINT: a stop meant for the worker reaches its whole process group
+  (Ctrl-C, `kill` of the group, systemd), and the child's step is a fraction of a second; the
+  parent then stops the job at its next checkpoint, as it would have. On Linux it is killed
+  when its parent dies (`PR_SET_PDEATHSIG`): a worker killed outright leaves no child behind.
 
 The parent waits for the result while polling `should_stop`, and kills the child when the job
 is cancelled, preempted, or the step outlives its time limit: a job never hangs on its child.
@@ -27,6 +29,7 @@ or from a user).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import pickle
@@ -44,6 +47,7 @@ from archsearch.core.errors import ArchsearchError, JobCancelled
 T = TypeVar("T")
 POLL_S = 0.25  # how often the waiting parent asks whether the job should stop
 READ_BYTES = 1 << 20
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 # Python 3.12+ warns at every fork of a threaded process; this module's children run one step
@@ -66,10 +70,11 @@ def run_forked(
     if not hasattr(os, "fork"):
         return step()
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _run_child(step, write_fd)
+        _run_child(step, write_fd, parent)
     os.close(write_fd)
     try:
         payload = _read_result(read_fd, should_stop, time.monotonic() + timeout_s, what)
@@ -82,10 +87,10 @@ def run_forked(
     return cast(T, _result(payload, status, what))
 
 
-def _run_child(step: Callable[[], object], write_fd: int) -> NoReturn:
+def _run_child(step: Callable[[], object], write_fd: int, parent: int) -> NoReturn:
     code = 1
     try:
-        _quiet_child()
+        _quiet_child(parent)
         payload = pickle.dumps(("ok", step()))
         code = 0
     except BaseException as exc:  # anything: the parent reports it, the child ends here
@@ -97,11 +102,22 @@ def _run_child(step: Callable[[], object], write_fd: int) -> NoReturn:
         os._exit(code)
 
 
-def _quiet_child() -> None:
+def _quiet_child(parent: int) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signum, signal.SIG_IGN)
+    _die_with(parent)
     logging.disable(logging.CRITICAL)
     torch.set_num_threads(1)  # see the module docstring: libgomp's pool did not survive
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when the thread that forked it ends (Linux; elsewhere nothing)."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # it died before the call: nobody waits for this result
+        os._exit(1)
 
 
 def _read_result(

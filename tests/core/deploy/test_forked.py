@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -95,13 +97,15 @@ def test_a_child_that_ends_without_a_result_says_so() -> None:
         run_forked(lambda: os._exit(3), never, 60, "a step")
 
 
-def test_sigterm_ends_the_child_although_the_parent_handles_it() -> None:
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # as a pool process does
-    try:
-        with pytest.raises(ForkedStepFailed, match="killed by SIGTERM"):
-            run_forked(lambda: os.kill(os.getpid(), signal.SIGTERM), never, 60, "a step")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def stopped_by_its_group() -> int:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        os.kill(os.getpid(), signum)  # as Ctrl-C or a kill of the worker's group reaches it
+    return 42
+
+
+def test_a_stop_sent_to_the_whole_process_group_lets_the_step_finish() -> None:
+    """The parent stops the job at its next checkpoint; the child's step is not cut short."""
+    assert run_forked(stopped_by_its_group, never, 60, "a step") == 42
 
 
 def sleeper(pid_file: Path) -> None:
@@ -188,3 +192,38 @@ def test_a_step_runs_in_a_process_holding_over_a_thousand_descriptors() -> None:
         for fd in [*held, null]:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+ORPHANED = """
+import os, time
+from archsearch.core.deploy.forked import run_forked
+
+def sleep_forever():
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+
+run_forked(sleep_forever, lambda: False, 600, "a step")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="Linux only (PR_SET_PDEATHSIG)")
+def test_a_parent_killed_outright_leaves_no_child_behind(tmp_path: Path) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", ORPHANED], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    for _ in range(300):  # the kernel kills it as its parent exits; polled, up to 30 s
+        if not Path(f"/proc/{child}").exists() or "Z" in proc_state(child):
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or "Z" in proc_state(child)
+
+
+def proc_state(pid: int) -> str:
+    """The State line of /proc/<pid>/status ("" once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return ""
+    return next(line for line in status.splitlines() if line.startswith("State:"))
