@@ -6,8 +6,10 @@ MLP) would otherwise stay in the worker's pool process for the rest of its life 
 peak resident memory (`bench/worker_memory.py`); in a child it dies with the child.
 
 Fork, not a fresh interpreter: the child starts with the parent's model and imported modules
-for nothing (the whole ONNX step of that MLP costs 0.04-0.1 s of CPU in the child), where a
-spawned one would import torch again (0.7 s) and need the model pickled to it.
+for nothing, where a spawned one would import torch again (0.7 s) and need the model pickled
+to it. The price: the child starts cold and copies the pages it writes, so that MLP's ONNX
+step costs 60-70 ms of CPU in the child (8,000 page faults, the exporter's first call) and
+the fork 7 ms, against 20 ms warm in the job's own process (`bench/engine.py` counts it).
 
 What forking a threaded process asks of the child:
 - torch's OpenMP pool (GNU libgomp) does not survive a fork: a child that enters a parallel
