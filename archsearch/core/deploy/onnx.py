@@ -22,7 +22,8 @@ child process forked for them (`deploy.forked`): the 40-50 MB they map and alloc
 it, instead of raising a worker's peak resident memory for good (426 -> 380 MB on the MNIST
 MLP job of `bench/worker_memory.py`). PyTorch's outputs of the check are computed here, on the
 job's threads, so `max_abs_diff` is what it was in one process. A child that dies or hangs
-fails the job with the reason (`ForkedStepFailed`); a cancelled job kills it.
+is a failed export like any other (its reason in `deployment.json`, the job's other
+artifacts kept); a cancelled job kills it.
 
 onnxruntime sets the calling thread's floating-point mode when it creates its first session
 in a process: it turns flush-to-zero off. A worker's threads flush subnormal floats
@@ -46,7 +47,8 @@ import torch
 from onnx import helper, numpy_helper
 from torch import nn
 
-from archsearch.core.deploy.forked import run_forked
+from archsearch.core import runlog
+from archsearch.core.deploy.forked import ForkedStepFailed, run_forked
 from archsearch.core.deploy.latency import interleaved_medians
 from archsearch.core.float_mode import flushes_subnormals
 from archsearch.core.models.registry import Architecture
@@ -266,12 +268,18 @@ def onnx_artifact(
     if reason is not None:
         return None, {"exported": False, "reason": reason}
     threads, shape = torch.get_num_threads(), architecture.input_shape
-    exported = run_forked(
-        lambda: _export_and_run(model, shape, inputs, threads),
-        should_stop,
-        EXPORT_TIMEOUT_S,
-        "the ONNX export",
-    )
+    try:
+        exported = run_forked(
+            lambda: _export_and_run(model, shape, inputs, threads),
+            should_stop,
+            EXPORT_TIMEOUT_S,
+            "the ONNX export",
+        )
+    except ForkedStepFailed as error:
+        # As any failed export: the trained model is the job's result, not this one file
+        # (a child the out-of-memory killer took leaves the job its other artifacts).
+        runlog.phase_line("no model.onnx: %s", error)
+        return None, {"exported": False, "reason": str(error)[:500]}
     if isinstance(exported, str):
         return None, {"exported": False, "reason": exported}
     try:
