@@ -19,8 +19,9 @@ Three references per case:
   with the fused kernel like the job; job / floor is the engine's overhead on that method
   and floor / fused the price of the method itself.
 
-CPU seconds from `time.process_time`, every case once per round, rounds interleaved so
-drift and neighbours' load hit every case alike; a ratio is the median over rounds of the
+CPU seconds from `time.process_time` plus those of ended children (a job's ONNX export
+runs in a child it forks), every case once per round, rounds interleaved so drift and
+neighbours' load hit every case alike; a ratio is the median over rounds of the
 same round's ratio, the spread its min-max. An untimed warm-up run of each job comes first,
 then the heap is frozen (`gc.freeze`) as a worker freezes it after its own warm-up.
 The train and prune jobs' CPU time is broken down into its parts, timed inside the job
@@ -82,7 +83,7 @@ from torch import nn
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _engine_breakdown import Breakdown  # noqa: E402
+from _engine_breakdown import Breakdown, cpu_now  # noqa: E402
 from _engine_grow_floor import grow_floor  # noqa: E402
 from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa: E402
 
@@ -209,9 +210,9 @@ def run_job(services: Services, case: Case, data: Dataset) -> dict[str, float]:
 
 
 def cpu_seconds(work: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.process_time()
+    start = cpu_now()  # the job's export child included
     out = work()
-    return time.process_time() - start, out
+    return cpu_now() - start, out
 
 
 # ---------------------------------------------------------------- a real worker

@@ -15,11 +15,13 @@ shared copy-on-write with the child until written) and the dataset cache file (a
 copy-on-write file mapping: its pages are the kernel's page cache, shared by every process
 of the machine that maps it, and dropped under pressure). Pss divides each shared page by
 the number of processes mapping it, so the Pss of all processes adds up to the machine's
-real use. The goal (VmHWM) is an RSS figure: sharing does not lower it. Pss has no kernel
-high-water mark, so a thread of the pool process reads smaps_rollup every 50 ms: its highest
-Pss is the peak a machine really pays for that process (a sample, so it can miss a peak
-shorter than the interval), and the stack of the job's thread at its highest sampled RSS says
-what the job was doing at the peak.
+real use. The goal (VmHWM) is an RSS figure: sharing does not lower it. The pool's children
+(each job's ONNX export process) are reported apart: their CPU seconds and the highest peak
+resident set among them (`RUSAGE_CHILDREN`; it counts the pages they share with the pool).
+Pss has no kernel high-water mark, so a thread of the pool process reads smaps_rollup every
+50 ms: its highest Pss is the peak a machine really pays for that process (a sample, so it
+can miss a peak shorter than the interval), and the stack of the job's thread at its highest
+sampled RSS says what the job was doing at the peak.
 
 Arms:
 - before: CLI parent: the main process also holds what it held before it became a fresh
@@ -34,7 +36,9 @@ Arms:
   imports it (`tests/core/test_optimizers.py`), so the stub arm has nothing left to measure.
 - no export (floor): `write_deployment` (the deployment artifacts: TorchScript and ONNX
   export, the ONNX Runtime check, the latency measurements) replaced by a no-op in the pool
-  process, warm-up included: what the pool would hold if that ran in a short-lived child.
+  process, warm-up included. The ONNX export, check and latency now run in a child process
+  forked per job (`core.deploy.forked`), so "as built" should sit on this floor; the rest of
+  `write_deployment` (sizes, layer forms, PyTorch latency) still runs in the pool.
 - no spectrum (floor): the prune job skips its Laplacian spectra (`save_spectrum`).
 - mmap over 128k: glibc serves every allocation over 128 kB by its own mapping, returned
   to the system when freed (by default the threshold rises to the largest block freed, up
@@ -60,6 +64,7 @@ import argparse
 import importlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -310,6 +315,8 @@ def run_arm(args: argparse.Namespace) -> None:
         sampler.join()
         cpu = os.times()
         end = {**status(), **pss(), "peak Pss": sampler.peak_pss, "CPU s": cpu.user + cpu.system}
+        end["children CPU s"] = cpu.children_user + cpu.children_system
+        end["children peak RSS"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         out = {"stages": stages, "end": end}
         out["at_peak"] = sampler.at_peak
         out["end"]["dataset"] = mapped_dataset(settings.resolved_dataset_cache_dir)
@@ -391,7 +398,9 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
             hwm = median([r["stages"][i][1]["VmHWM"] for r in results[arm]])
             cells.append(f"{rss:8.0f} / {hwm:6.0f}")
         print(f"{stage:36s}" + "".join(f"{c:>20s}" for c in cells))
-    for key in ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s", "dynamo"):
+    keys = ("RssAnon", "RssFile", "dataset", "Pss", "Private", "peak Pss", "CPU s")
+    keys += ("children CPU s", "children peak RSS", "dynamo")
+    for key in keys:
         row = [median([r["end"][key] for r in results[a]]) for a in arms]
         print(f"{'pool at the end: ' + key:36s}" + "".join(f"{v:20.1f}" for v in row))
     for key in ("VmRSS", "Pss", "Private"):

@@ -17,6 +17,14 @@ flow by tracing, with a dynamic batch axis. Continuous-time neural graphs call a
 ODE solver whose step count depends on the input: they have no static graph to export. A
 failed export never fails the job: the reason is recorded in `deployment.json`.
 
+The export, onnxruntime's session, its outputs on the check samples and its latency run in a
+child process forked for them (`deploy.forked`): the 40-50 MB they map and allocate die with
+it, instead of raising a worker's peak resident memory for good (426 -> 380 MB on the MNIST
+MLP job of `bench/worker_memory.py`). PyTorch's outputs of the check are computed here, on the
+job's threads, so `max_abs_diff` is what it was in one process. A child that dies or hangs
+is a failed export like any other (its reason in `deployment.json`, the job's other
+artifacts kept); a cancelled job kills it.
+
 onnxruntime sets the calling thread's floating-point mode when it creates its first session
 in a process: it turns flush-to-zero off. A worker's threads flush subnormal floats
 (`core.float_mode.flush_denormals`: soft prune masks ran 5x slower without), and the ONNX
@@ -29,6 +37,7 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,12 +47,24 @@ import torch
 from onnx import helper, numpy_helper
 from torch import nn
 
+from archsearch.core import runlog
+from archsearch.core.deploy.forked import ForkedStepFailed, run_forked
 from archsearch.core.deploy.latency import interleaved_medians
 from archsearch.core.float_mode import flushes_subnormals
 from archsearch.core.models.registry import Architecture
 
+try:
+    # The TorchScript exporter's modules, imported with this module (in a worker: by `preload`,
+    # before the pool forks) rather than by every job's export child: 30-40 ms of its CPU a
+    # job, for 6 MB in the worker's main process that its pool processes share.
+    import torch.onnx._internal.torchscript_exporter.utils  # noqa: F401
+except ImportError:  # another torch's layout: the export imports what it needs itself
+    pass
+
 OPSET = 17
 ORT_BUDGET_S = 0.2
+# The export of the largest families takes seconds; a child past this is stuck, not slow.
+EXPORT_TIMEOUT_S = 600.0
 
 
 def no_onnx_reason(architecture: Architecture) -> str | None:
@@ -130,8 +151,9 @@ def _constants_to_initializers(graph: onnx.GraphProto) -> None:
     graph.node.extend(nodes)
 
 
-def ort_session(onnx_bytes: bytes) -> Any:
-    """An onnxruntime CPU session on as many threads as torch uses (comparable latencies).
+def ort_session(onnx_bytes: bytes, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session on `threads` threads, by default as many as torch uses
+    (comparable latencies).
 
     All graph optimizations (onnxruntime's default, stated so a reader need not know it):
     batch norm is already folded into the convolution at export, and at load onnxruntime
@@ -142,7 +164,7 @@ def ort_session(onnx_bytes: bytes) -> Any:
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    options.intra_op_num_threads = torch.get_num_threads()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
     options.inter_op_num_threads = 1
     flushing = flushes_subnormals()
     try:
@@ -189,6 +211,10 @@ def ort_latency(session: Any, input_shape: tuple[int, ...], budget_s: float) -> 
 def onnx_max_abs_diff(session: Any, model: nn.Module, inputs: torch.Tensor) -> float:
     """max |onnxruntime(x) - model(x)| over `inputs` (the exported model's check)."""
     (ort_out,) = session.run(None, {"input": inputs.numpy()})
+    return _max_abs_diff(ort_out, model, inputs)
+
+
+def _max_abs_diff(ort_out: np.ndarray, model: nn.Module, inputs: torch.Tensor) -> float:
     with torch.inference_mode():
         torch_out = model.eval()(inputs)
     return float((torch.from_numpy(ort_out) - torch_out).abs().max())
@@ -198,31 +224,84 @@ def sparse_count(onnx_bytes: bytes) -> int:
     return len(onnx.load_from_string(onnx_bytes).graph.sparse_initializer)
 
 
+@dataclass(frozen=True)
+class _Exported:
+    """What the export's child process sends back."""
+
+    data: bytes
+    outputs: np.ndarray  # onnxruntime's logits on the check inputs
+    latency: dict[str, float]
+    sparse_initializers: int
+
+
+def _export_and_run(
+    model: nn.Module, input_shape: tuple[int, ...], inputs: torch.Tensor, threads: int
+) -> _Exported | str:
+    """In the child: the export, onnxruntime's outputs on `inputs` and its latency on
+    `threads` threads; or why the export failed."""
+    try:
+        data = sparse_initializers(export_onnx(model, input_shape))
+        session = ort_session(data, threads)  # one session (its load densifies): run, then timed
+        (outputs,) = session.run(None, {"input": inputs.numpy()})
+    except Exception as error:  # any exporter gap is a deployment note, not a failed job
+        return f"{type(error).__name__}: {error}"[:500]
+    latency = ort_latency(session, input_shape, ORT_BUDGET_S)
+    return _Exported(data, outputs, latency, sparse_count(data))
+
+
+def _never() -> bool:
+    return False
+
+
 def onnx_artifact(
-    model: nn.Module, architecture: Architecture, inputs: torch.Tensor
+    model: nn.Module,
+    architecture: Architecture,
+    inputs: torch.Tensor,
+    should_stop: Callable[[], bool] = _never,
 ) -> tuple[bytes | None, dict[str, Any]]:
-    """`model.onnx` bytes (or None) and the record deployment.json keeps about it."""
+    """`model.onnx` bytes (or None) and the record deployment.json keeps about it.
+
+    The export and onnxruntime run in a child process (`forked`), so that their memory dies
+    with it; PyTorch's side of the check runs here, as the model's other outputs do. Raises
+    `JobCancelled` once `should_stop()` turns true while the child runs."""
     reason = no_onnx_reason(architecture)
     if reason is not None:
         return None, {"exported": False, "reason": reason}
+    threads, shape = torch.get_num_threads(), architecture.input_shape
     try:
-        data = sparse_initializers(export_onnx(model, architecture.input_shape))
-        session = ort_session(data)  # one session (its load densifies): checked, then timed
-        diff = onnx_max_abs_diff(session, model, inputs)
-    except Exception as error:  # any exporter gap is a deployment note, not a failed job
+        exported = run_forked(
+            lambda: _export_and_run(model, shape, inputs, threads),
+            should_stop,
+            EXPORT_TIMEOUT_S,
+            "the ONNX export",
+        )
+    except ForkedStepFailed as error:
+        # As any failed export: the trained model is the job's result, not this one file
+        # (a child the out-of-memory killer took leaves the job its other artifacts).
+        runlog.phase_line("no model.onnx: %s", error)
+        return None, {"exported": False, "reason": str(error)[:500]}
+    if isinstance(exported, str):
+        return None, {"exported": False, "reason": exported}
+    try:
+        diff = _max_abs_diff(exported.outputs, model, inputs)
+    except Exception as error:
         return None, {"exported": False, "reason": f"{type(error).__name__}: {error}"[:500]}
-    return data, {
+    return exported.data, _record(exported, diff, len(inputs))
+
+
+def _record(exported: _Exported, diff: float, checked: int) -> dict[str, Any]:
+    return {
         "exported": True,
         "file": "model.onnx",
         "opset": OPSET,
         "form": "compact model; weights below density 1/3 stored as ONNX sparse initializers "
         "(int64 flat indices + float32 values), which onnxruntime densifies at load: it runs "
         "dense kernels at the speed in `latency`",
-        "sparse_initializers": sparse_count(data),
+        "sparse_initializers": exported.sparse_initializers,
         "runtime": f"onnxruntime {onnxruntime.__version__}, CPUExecutionProvider",
         "latency_call": "InferenceSession.run_with_iobinding: input bound per call, logits "
         "written into a preallocated array",
-        "latency": ort_latency(session, architecture.input_shape, ORT_BUDGET_S),
-        "checked_with": f"onnxruntime, {len(inputs)} test samples",
+        "latency": exported.latency,
+        "checked_with": f"onnxruntime, {checked} test samples",
         "max_abs_diff": diff,
     }

@@ -100,7 +100,7 @@ def write_deployment(
     for row in latency.values():
         row.update({f"{name}_s": row[f"{same[name]}_s"] for name in same})
     onnx_bytes, onnx_record = onnx_artifact(
-        runner, deployable.architecture, data.x_test[:ONNX_CHECK_SAMPLES]
+        runner, deployable.architecture, data.x_test[:ONNX_CHECK_SAMPLES], ctx.should_stop
     )
     if onnx_bytes is not None:
         ctx.save_artifact("model.onnx", onnx_bytes, "application/octet-stream")
