@@ -58,6 +58,11 @@ its Pss and private part (/proc/<pid>/smaps_rollup), and the floor of a bare `im
 Run: OMP_NUM_THREADS=1 python bench/engine.py [--rounds 3] [--epochs 10] [--cases train,dnw]
       [--database-url postgresql://...]   (default: a SQLite file in a temporary folder)
      OMP_NUM_THREADS=1 python bench/engine.py --worker --database-url postgresql://...
+
+Other CPUs: the ratios move with the instruction set (elementwise mask work against the
+matrix kernels). An x86 CPU without AVX-512 is approximated on one that has it by capping
+every library the job uses: `ATEN_CPU_CAPABILITY=avx2` (torch's own kernels),
+`MKL_ENABLE_INSTRUCTIONS=AVX2` (MKL's matrix products), `ONEDNN_MAX_CPU_ISA=AVX2` (oneDNN).
 """
 
 from __future__ import annotations
