@@ -25,7 +25,7 @@ from archsearch.core.pruning.trainer import MaskTrainer
 from archsearch.core.training import fit, seed_everything
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.device import prepare_training_thread
-from archsearch.jobs.runtime.warmup import warm_up
+from archsearch.jobs.runtime.warmup import thaw_heap, warm_up
 from archsearch.specs import parse_job_spec
 from archsearch.specs.prune import PruneJob
 
@@ -136,3 +136,4 @@ def test_a_warmed_up_training_thread_still_flushes_subnormals() -> None:
         assert in_new_thread(prepare_and_warm_up) == 0
     finally:
         torch.set_num_threads(before)
+        thaw_heap()  # warm-up froze this test process's heap, as a worker's
