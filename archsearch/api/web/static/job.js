@@ -23,6 +23,9 @@
   }
 
   function showJob(next) {
+    // An ended job stays ended: an answer sent before its end (the cancel's own, which can
+    // arrive after the stream's terminal event and its close) must not show it running again.
+    if (AS.ended(job.status) && !AS.ended(next.status)) return;
     job = next;
     const status = document.getElementById("status");
     status.className = `badge ${job.status}`;
