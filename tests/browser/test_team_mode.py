@@ -7,7 +7,7 @@ import time
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, Route, expect
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.api.auth import TOKEN_CACHE_SECONDS
@@ -88,6 +88,32 @@ def test_forged_and_header_less_writes_are_refused(
     alice.goto(f"{api_url}/jobs/{job_id}")
     alice.click("#cancel")
     expect(alice.locator("#status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
+
+
+def test_the_cancels_late_answer_leaves_an_ended_job_ended(
+    alice: Page, api_url: str, accounts: Accounts
+) -> None:
+    """The cancel's answer (running, cancel requested) held until the stream has told the
+    page the job ended: the page keeps showing it cancelled."""
+    token = accounts.tokens["alice"]
+    job_id = submit(api_url, token, {**FAST, "training": {"epochs": 500}})
+    alice.goto(f"{api_url}/jobs/{job_id}")
+    expect(alice.locator("#status")).to_have_text("running", timeout=EVENT_TIMEOUT_MS)
+
+    def answer_after_the_end(route: Route) -> None:
+        answer = route.fetch()  # the cancel reaches the API now; its answer waits
+        deadline = time.monotonic() + EVENT_TIMEOUT_MS / 1000
+        while job_of(api_url, token, job_id)["status"] != "cancelled":
+            assert time.monotonic() < deadline, "the job was not cancelled"
+            time.sleep(0.1)
+        time.sleep(2.0)  # the stream's terminal event reaches the page (it is sent at once)
+        route.fulfill(response=answer)
+
+    alice.route(f"**/v1/jobs/{job_id}/cancel", answer_after_the_end)
+    with alice.expect_response(f"**/v1/jobs/{job_id}/cancel", timeout=EVENT_TIMEOUT_MS):
+        alice.click("#cancel")
+    alice.wait_for_timeout(1000)  # the page handles the late answer
+    assert alice.locator("#status").text_content() == "cancelled"
 
 
 def test_a_revoked_token_ends_the_session(
