@@ -196,7 +196,6 @@ def _adam_step(state: defaultdict[torch.Tensor, dict[str, Any]], group: dict[str
     if _one_fused_call(group, params):
         _fused_adam_step(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
         return
-    beta1, beta2 = group["betas"]
     adam(
         params,
         grads,
@@ -204,20 +203,28 @@ def _adam_step(state: defaultdict[torch.Tensor, dict[str, Any]], group: dict[str
         exp_avg_sqs,
         max_exp_avg_sqs,
         steps,
-        amsgrad=group["amsgrad"],
+        **_adam_hyper(group),
         has_complex=any(torch.is_complex(p) for p in params),
-        beta1=beta1,
-        beta2=beta2,
-        lr=group["lr"],
-        weight_decay=group["weight_decay"],
-        eps=group["eps"],
-        maximize=group["maximize"],
         foreach=group["foreach"],
         capturable=group["capturable"],
         differentiable=group["differentiable"],
         fused=group["fused"],
         decoupled_weight_decay=group["decoupled_weight_decay"],
     )
+
+
+def _adam_hyper(group: dict[str, Any]) -> dict[str, Any]:
+    """The hyper-parameters torch's Adam and its fused kernel both take, from a group."""
+    beta1, beta2 = group["betas"]
+    return {
+        "amsgrad": group["amsgrad"],
+        "lr": group["lr"],
+        "beta1": beta1,
+        "beta2": beta2,
+        "weight_decay": group["weight_decay"],
+        "eps": group["eps"],
+        "maximize": group["maximize"],
+    }
 
 
 def _one_fused_call(group: dict[str, Any], params: list[torch.Tensor]) -> bool:
@@ -248,7 +255,6 @@ def _fused_adam_step(
     the steps counted, then the same fused kernel with the same arguments (bit-identical)."""
     torch._foreach_add_(steps, 1)
     kernel = torch._fused_adamw_ if group["decoupled_weight_decay"] else torch._fused_adam_
-    beta1, beta2 = group["betas"]
     kernel(
         params,
         grads,
@@ -256,13 +262,7 @@ def _fused_adam_step(
         exp_avg_sqs,
         max_exp_avg_sqs,
         steps,
-        amsgrad=group["amsgrad"],
-        lr=group["lr"],
-        beta1=beta1,
-        beta2=beta2,
-        weight_decay=group["weight_decay"],
-        eps=group["eps"],
-        maximize=group["maximize"],
+        **_adam_hyper(group),
         grad_scale=None,
         found_inf=None,
     )

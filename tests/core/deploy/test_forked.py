@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -140,51 +140,47 @@ def test_a_step_forked_from_a_thread_other_than_the_main_one_runs() -> None:
     assert results == [42]
 
 
-class KilledInAChild(nn.Module):
-    """Computes as the MLP does, except in a process other than the one that built it."""
+class MisbehavesInAChild(nn.Module):
+    """Computes as the MLP does, except in a process other than the one that built it,
+    where its forward runs `misbehave` first (a kill, a sleep that never ends)."""
 
-    def __init__(self) -> None:
+    def __init__(self, misbehave: Callable[[], object]) -> None:
         super().__init__()
-        self.parent = os.getpid()
+        self.parent, self.misbehave = os.getpid(), misbehave
         self.linear = nn.Linear(64, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if os.getpid() != self.parent:
-            os.kill(os.getpid(), signal.SIGKILL)
+            self.misbehave()
         return self.linear(x.flatten(1))
 
 
+def killed() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def test_an_export_whose_process_is_killed_is_a_failed_export_saying_so() -> None:
-    data, record = onnx_artifact(KilledInAChild(), ARCH, torch.randn(4, *SHAPE))
+    data, record = onnx_artifact(MisbehavesInAChild(killed), ARCH, torch.randn(4, *SHAPE))
     assert data is None
     assert record["exported"] is False
     assert "the ONNX export was killed by SIGKILL" in record["reason"]
 
 
-class SleepsInAChild(nn.Module):
-    """A model whose export never ends (its forward sleeps in any process but its own)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parent = os.getpid()
-        self.linear = nn.Linear(64, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if os.getpid() != self.parent:
-            time.sleep(600)
-        return self.linear(x.flatten(1))
-
-
 def test_a_job_cancelled_during_its_export_ends_cancelled() -> None:
     with pytest.raises(JobCancelled, match="the ONNX export"):
-        onnx_artifact(SleepsInAChild(), ARCH, torch.randn(4, *SHAPE), should_stop=lambda: True)
+        onnx_artifact(
+            MisbehavesInAChild(lambda: time.sleep(600)),
+            ARCH,
+            torch.randn(4, *SHAPE),
+            should_stop=lambda: True,
+        )
 
 
 def test_a_step_runs_in_a_process_holding_over_a_thousand_descriptors() -> None:
     """A server with many clients: its pipe's descriptor is past `select`'s FD_SETSIZE."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if max(soft, hard if hard != resource.RLIM_INFINITY else soft) < 1100:
-        pytest.skip("this process may not open 1100 descriptors")
+    most = hard if hard != resource.RLIM_INFINITY else max(soft, 1100)
+    assert most >= 1100, "this process may not open 1100 descriptors: raise its hard limit"
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
     null = os.open(os.devnull, os.O_RDONLY)
     held = [os.dup(null) for _ in range(1030)]
