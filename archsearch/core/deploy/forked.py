@@ -1,4 +1,5 @@
-"""A deployment step run in a short-lived child process forked for it.
+"""A step run in a short-lived child process forked for it: a job's ONNX export (for its
+memory), a study's second chart (for a second core).
 
 What the ONNX step maps and allocates (the TorchScript exporter, onnx's protobufs,
 onnxruntime's session and the pages of its library: some 40-50 MB on the 235k-parameter MNIST
@@ -26,7 +27,8 @@ What forking a threaded process asks of the child:
 The parent waits for the result while polling `should_stop`, and kills the child when the job
 is cancelled, preempted, or the step outlives its time limit: a job never hangs on its child.
 The result comes back pickled through a pipe (between a process and its own fork, never to
-or from a user).
+or from a user). `run_forked` waits at once; `start_forked` lets the parent work meanwhile
+and wait later (`ForkedStep.result`), or stop the child (`ForkedStep.stop`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import signal
 import time
 import warnings
 from collections.abc import Callable
-from typing import NoReturn, TypeVar, cast
+from typing import Generic, NoReturn, TypeVar, cast
 
 import torch
 
@@ -63,14 +65,27 @@ class ForkedStepFailed(ArchsearchError):
     """The child process of a step died, raised, or outlived its time limit."""
 
 
+CAN_FORK = hasattr(os, "fork")
+
+
+def _never() -> bool:
+    return False
+
+
 def run_forked(
     step: Callable[[], T], should_stop: Callable[[], bool], timeout_s: float, what: str
 ) -> T:
     """`step()` computed in a child process forked for it (in this process where there is no
     `fork`). Raises `JobCancelled` when `should_stop()` turns true while it runs, and
     `ForkedStepFailed` (naming `what`) when the child dies, raises or takes over `timeout_s`."""
-    if not hasattr(os, "fork"):
+    if not CAN_FORK:
         return step()
+    return start_forked(step, what).result(should_stop, timeout_s)
+
+
+def start_forked(step: Callable[[], T], what: str) -> ForkedStep[T]:
+    """`step()` started in a child process forked for it; this process goes on meanwhile.
+    Only where `CAN_FORK`."""
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -78,15 +93,46 @@ def run_forked(
         os.close(read_fd)
         _run_child(step, write_fd, parent)
     os.close(write_fd)
-    try:
-        payload = _read_result(read_fd, should_stop, time.monotonic() + timeout_s, what)
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        raise
-    finally:
-        os.close(read_fd)
-        _, status = os.waitpid(pid, 0)
-    return cast(T, _result(payload, status, what))
+    return ForkedStep(pid, read_fd, what, time.monotonic())
+
+
+class ForkedStep(Generic[T]):
+    """A step running in its child process (`start_forked`): wait for its result once, or stop
+    it. Either reaps the child."""
+
+    def __init__(self, pid: int, read_fd: int, what: str, started: float) -> None:
+        self.pid, self.what = pid, what
+        self._read_fd: int | None = read_fd
+        self._started = started
+
+    def result(self, should_stop: Callable[[], bool] = _never, timeout_s: float = 600.0) -> T:
+        """The step's result. Raises `JobCancelled` when `should_stop()` turns true first, and
+        `ForkedStepFailed` when the child dies, raises, or runs past `timeout_s` after its
+        start; the child is gone when this returns or raises."""
+        assert self._read_fd is not None, "a forked step's result is read once"
+        deadline = self._started + timeout_s
+        try:
+            payload = _read_result(self._read_fd, should_stop, deadline, self.what)
+        except BaseException:
+            os.kill(self.pid, signal.SIGKILL)
+            raise
+        finally:
+            status = self._reap()
+        return cast(T, _result(payload, status, self.what))
+
+    def stop(self) -> None:
+        """Kill the child and reap it; nothing when its result was read already."""
+        if self._read_fd is None:
+            return
+        os.kill(self.pid, signal.SIGKILL)
+        self._reap()
+
+    def _reap(self) -> int:
+        assert self._read_fd is not None
+        os.close(self._read_fd)
+        self._read_fd = None
+        _, status = os.waitpid(self.pid, 0)
+        return status
 
 
 def _run_child(step: Callable[[], object], write_fd: int, parent: int) -> NoReturn:

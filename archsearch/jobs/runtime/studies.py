@@ -9,11 +9,13 @@ from __future__ import annotations
 import logging
 import uuid
 
+from archsearch.core.deploy.forked import CAN_FORK
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import repository, service, summary
 from archsearch.jobs.domain.studies.report import report_markdown
 from archsearch.jobs.platform.broker import CeleryEnqueuer
+from archsearch.jobs.platform.cores import usable_cores
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime import study_charts
@@ -78,8 +80,7 @@ def build_artifacts(services: Services, study_id: uuid.UUID) -> None:
     files = {
         "results.csv": study_charts.results_csv(rows),
         "study.json": detail.model_dump_json(indent=2).encode(),
-        "pareto.png": study_charts.pareto_png(detail),
-        "curves.png": study_charts.curves_png(detail, curves),
+        **study_charts.chart_files(detail, curves, side_by_side=_second_core()),
         "report.md": report_markdown(detail).encode(),
     }
     for name, data in files.items():
@@ -87,3 +88,9 @@ def build_artifacts(services: Services, study_id: uuid.UUID) -> None:
     with transaction(services.sessions) as session:
         repository.get_study(session, study_id, for_update=True).artifacts_at = utcnow()
     log.info("study %s: artifacts built", study_id)
+
+
+def _second_core() -> bool:
+    """Whether a chart may be drawn in a forked child on another core: the user waits for the
+    charts after the study's last job, and the worker that ends a study has no job left."""
+    return CAN_FORK and usable_cores() > 1

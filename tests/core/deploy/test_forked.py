@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from archsearch.core.deploy.forked import ForkedStepFailed, run_forked
+from archsearch.core.deploy.forked import ForkedStepFailed, run_forked, start_forked
 from archsearch.core.deploy.onnx import (
     export_onnx,
     onnx_artifact,
@@ -122,6 +122,42 @@ def test_a_hung_child_is_killed_at_its_time_limit(tmp_path: Path) -> None:
     with pytest.raises(ForkedStepFailed, match="did not finish within its time limit"):
         run_forked(lambda: sleeper(pid_file), never, 1.0, "a step")
     assert gone(child_pid(pid_file)), "the child was killed and reaped"
+
+
+def waits_for(path: Path) -> int:
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return int(path.read_text())
+
+
+def test_a_started_step_computes_while_its_parent_goes_on(tmp_path: Path) -> None:
+    """The child's step can only end once the parent, after starting it, has written the
+    file it waits for: the two ran at the same time."""
+    signal_file = tmp_path / "go"
+    step = start_forked(lambda: (os.getpid(), waits_for(signal_file)), "a step")
+    signal_file.write_text("7")
+    pid, value = step.result(timeout_s=60)
+    assert (pid, value) == (step.pid, 7)
+    assert pid != os.getpid()
+    assert gone(pid)
+
+
+def test_a_stopped_step_leaves_no_child(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    step = start_forked(lambda: sleeper(pid_file), "a step")
+    waits_for(pid_file)
+    step.stop()
+    assert gone(step.pid)
+    step.stop()  # stopping again (after the result was read, say) does nothing
+
+
+def test_a_started_steps_time_limit_counts_from_its_start(tmp_path: Path) -> None:
+    step = start_forked(lambda: sleeper(tmp_path / "pid"), "a step")
+    time.sleep(0.3)
+    with pytest.raises(ForkedStepFailed, match="did not finish within its time limit"):
+        step.result(timeout_s=0.2)
+    assert gone(step.pid)
 
 
 def test_a_cancelled_job_kills_its_child(tmp_path: Path) -> None:

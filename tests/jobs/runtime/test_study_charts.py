@@ -1,9 +1,11 @@
 """A study's charts (`pareto.png`, `curves.png`): drawn on kept figures, each PNG is the one
-a new figure gives, and log axes carry plain labels where matplotlib would label them."""
+a new figure gives; drawn side by side in two processes, the ones drawn in one; and log axes
+carry plain labels where matplotlib would label them."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 
 import pytest
@@ -11,7 +13,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from archsearch.core.export import kept_figure
-from archsearch.jobs.runtime.study_charts import PlainLogLabels, curves_png, pareto_png
+from archsearch.jobs.runtime import study_charts
+from archsearch.jobs.runtime.study_charts import (
+    PlainLogLabels,
+    chart_files,
+    curves_png,
+    pareto_png,
+)
 from archsearch.schemas.studies import ArmSummary, Stat, StudyDetail
 
 Curves = dict[str, list[list[tuple[int, float]]]]
@@ -98,6 +106,33 @@ def test_a_kept_curves_chart_draws_what_a_new_one_draws(index: int) -> None:
     curves_png(*CURVES[(index + 1) % len(CURVES)])
     assert curves_png(study, lines) == fresh
     assert curves_png(study, lines) != curves_png(*CURVES[(index + 1) % len(CURVES)])
+
+
+def test_charts_drawn_side_by_side_are_those_drawn_one_after_the_other() -> None:
+    study, lines = CURVES[0]
+    assert chart_files(study, lines, side_by_side=True) == {
+        "pareto.png": pareto_png(study),
+        "curves.png": curves_png(study, lines),
+    }
+
+
+def test_a_chart_whose_child_fails_is_drawn_in_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent, draw = os.getpid(), study_charts.curves_png
+    drawn_in: list[int] = []
+
+    def fails_in_a_child(study: StudyDetail, lines: Curves) -> bytes:
+        if os.getpid() != parent:
+            os._exit(9)  # as a child the out-of-memory killer took, say
+        drawn_in.append(os.getpid())
+        return draw(study, lines)
+
+    monkeypatch.setattr(study_charts, "curves_png", fails_in_a_child)
+    study, lines = CURVES[2]
+    charts = chart_files(study, lines, side_by_side=True)
+    assert drawn_in == [parent]
+    assert charts["curves.png"] == draw(study, lines)
 
 
 def labels_on(low: float, high: float) -> tuple[PlainLogLabels, PlainLogLabels]:
