@@ -17,6 +17,10 @@ a study costs over the same jobs submitted one by one.
    and from /proc (CPU of the API, the workers, this database's PostgreSQL backends, the
    rest of the machine; each job's CPU and run-queue wait).
 
+   Last, the last study's two charts drawn in this process from its own summary, one after
+   the other and side by side (the curves in a forked child, as a worker draws them on a
+   machine with a second core), interleaved: the wall seconds of the study's end they take.
+
    The workers are told they share the machine (`ARCHSEARCH_WORKER_PROCESSES`): each takes
    its share of the cores for torch threads. Left at one worker's default, two workers ran
    two threads each on two cores, and the same job took 0.3-4.6 s instead of 0.15 s.
@@ -46,10 +50,12 @@ import _study_timeline as timeline  # noqa: E402  (this script's folder is on sy
 from _study_timeline import ArmRun  # noqa: E402
 
 from archsearch.client import ArchsearchClient  # noqa: E402
+from archsearch.jobs.domain.studies import summary  # noqa: E402
 from archsearch.jobs.domain.studies.service import advance_study  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.jobs.platform.settings import Settings  # noqa: E402
+from archsearch.jobs.runtime.study_charts import chart_files  # noqa: E402
 from tests.service import procs  # noqa: E402
 
 SHARED_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -241,6 +247,36 @@ def hook_seconds(database_url: str, study_id: str, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
+CHART_REPEATS = 15
+
+
+def chart_seconds(database_url: str, study_id: str) -> dict[bool, float]:
+    """Median wall seconds of a study's two charts drawn one after the other (False) and
+    side by side (True), the two ways interleaved after a warm-up of each."""
+    engine = make_engine(database_url)
+    with make_session_factory(engine)() as session:
+        detail = summary.read_study(session, uuid.UUID(study_id), team_id=None)
+        curves = summary.accuracy_curves(session, uuid.UUID(study_id))
+    engine.dispose()
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(CHART_REPEATS + 1):
+        for side_by_side in (i % 2 == 0, i % 2 == 1):
+            start = time.perf_counter()
+            chart_files(detail, curves, side_by_side)
+            if i:  # the first of each is the warm-up
+                times[side_by_side].append(time.perf_counter() - start)
+    return {way: statistics.median(seconds) for way, seconds in times.items()}
+
+
+def print_chart_seconds(seconds: dict[bool, float]) -> None:
+    one, both = seconds[False], seconds[True]
+    print(
+        f"\nthe last study's two charts, median wall of {CHART_REPEATS} draws each way, "
+        f"interleaved: one after the other {one * 1000:.0f} ms, side by side "
+        f"{both * 1000:.0f} ms ({both / one:.2f}x)"
+    )
+
+
 def measure_overhead(
     client: ArchsearchClient, args: argparse.Namespace, database_url: str, probe: Probe
 ) -> None:
@@ -261,6 +297,7 @@ def measure_overhead(
     timeline.print_job_spread(rounds, probe.sched)
     for arm in rounds[-1]:
         timeline.print_timeline(arm)
+    print_chart_seconds(chart_seconds(database_url, rounds[-1][0].study_id))
 
 
 def main() -> None:
