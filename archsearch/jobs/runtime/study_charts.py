@@ -56,9 +56,9 @@ log = logging.getLogger(__name__)
 
 def chart_files(detail: StudyDetail, curves: Curves, side_by_side: bool) -> dict[str, bytes]:
     """`pareto.png` and `curves.png`. `side_by_side`: the curves are drawn in a child process
-    forked for them while this one draws the Pareto chart, on two cores in the time of the
-    longer chart (measured on two cores: 0.12 s where one after the other took 0.15-0.16 s);
-    a child that fails leaves its chart to be drawn here after all."""
+    forked for them while this one draws the Pareto chart: on two cores, 0.12 s where one
+    after the other took 0.15 s (`bench/study.py`; the fork and the pages both processes then
+    copy on write cost the rest). A child that fails leaves its chart to be drawn here."""
     if not side_by_side:
         return {"pareto.png": pareto_png(detail), "curves.png": curves_png(detail, curves)}
     child = start_forked(lambda: curves_png(detail, curves), "the study's curves chart")
