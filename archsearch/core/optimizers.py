@@ -193,16 +193,13 @@ def _adam_step(state: defaultdict[torch.Tensor, dict[str, Any]], group: dict[str
     exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in per_param], [s["exp_avg_sq"] for s in per_param]
     max_exp_avg_sqs = [s["max_exp_avg_sq"] for s in per_param] if group["amsgrad"] else []
     steps = [s["step"] for s in per_param]
+    # The tensor lists in the order torch's adam and its fused kernel both take them.
+    tensors = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
     if _one_fused_call(group, params):
-        _fused_adam_step(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
+        _fused_adam_step(group, tensors, steps)
         return
     adam(
-        params,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_exp_avg_sqs,
-        steps,
+        *tensors,
         **_adam_hyper(group),
         has_complex=any(torch.is_complex(p) for p in params),
         foreach=group["foreach"],
@@ -244,24 +241,16 @@ def _one_fused_call(group: dict[str, Any], params: list[torch.Tensor]) -> bool:
 
 def _fused_adam_step(
     group: dict[str, Any],
-    params: list[torch.Tensor],
-    grads: list[torch.Tensor],
-    exp_avgs: list[torch.Tensor],
-    exp_avg_sqs: list[torch.Tensor],
-    max_exp_avg_sqs: list[torch.Tensor],
+    tensors: tuple[list[torch.Tensor], ...],
     steps: list[torch.Tensor],
 ) -> None:
     """What `torch.optim.adam._fused_adam` does for one device and dtype, call for call:
-    the steps counted, then the same fused kernel with the same arguments (bit-identical)."""
+    the steps counted, then the same fused kernel with the same arguments (bit-identical).
+    `tensors`: params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps."""
     torch._foreach_add_(steps, 1)
     kernel = torch._fused_adamw_ if group["decoupled_weight_decay"] else torch._fused_adam_
     kernel(
-        params,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_exp_avg_sqs,
-        steps,
+        *tensors,
         **_adam_hyper(group),
         grad_scale=None,
         found_inf=None,

@@ -68,7 +68,8 @@ class ForkedStepFailed(ArchsearchError):
 CAN_FORK = hasattr(os, "fork")
 
 
-def _never() -> bool:
+def never() -> bool:
+    """A `should_stop` for a step nothing cancels."""
     return False
 
 
@@ -105,7 +106,7 @@ class ForkedStep(Generic[T]):
         self._read_fd: int | None = read_fd
         self._started = started
 
-    def result(self, should_stop: Callable[[], bool] = _never, timeout_s: float = 600.0) -> T:
+    def result(self, should_stop: Callable[[], bool] = never, timeout_s: float = 600.0) -> T:
         """The step's result. Raises `JobCancelled` when `should_stop()` turns true first, and
         `ForkedStepFailed` when the child dies, raises, or runs past `timeout_s` after its
         start; the child is gone when this returns or raises."""

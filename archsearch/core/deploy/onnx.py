@@ -48,7 +48,7 @@ from onnx import helper, numpy_helper
 from torch import nn
 
 from archsearch.core import runlog
-from archsearch.core.deploy.forked import ForkedStepFailed, run_forked
+from archsearch.core.deploy.forked import ForkedStepFailed, never, run_forked
 from archsearch.core.deploy.latency import interleaved_medians
 from archsearch.core.float_mode import flushes_subnormals
 from archsearch.core.models.registry import Architecture
@@ -249,15 +249,11 @@ def _export_and_run(
     return _Exported(data, outputs, latency, sparse_count(data))
 
 
-def _never() -> bool:
-    return False
-
-
 def onnx_artifact(
     model: nn.Module,
     architecture: Architecture,
     inputs: torch.Tensor,
-    should_stop: Callable[[], bool] = _never,
+    should_stop: Callable[[], bool] = never,
 ) -> tuple[bytes | None, dict[str, Any]]:
     """`model.onnx` bytes (or None) and the record deployment.json keeps about it.
 

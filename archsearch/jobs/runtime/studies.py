@@ -92,5 +92,5 @@ def build_artifacts(services: Services, study_id: uuid.UUID) -> None:
 
 def _second_core() -> bool:
     """Whether a chart may be drawn in a forked child on another core: the user waits for the
-    charts after the study's last job, and the worker that ends a study has no job left."""
+    charts after the study's last job, and the worker draws them before it claims its next."""
     return CAN_FORK and usable_cores() > 1
