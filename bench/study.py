@@ -17,9 +17,10 @@ a study costs over the same jobs submitted one by one.
    and from /proc (CPU of the API, the workers, this database's PostgreSQL backends, the
    rest of the machine; each job's CPU and run-queue wait).
 
-   Last, the last study's two charts drawn in this process from its own summary, one after
-   the other and side by side (the curves in a forked child, as a worker draws them on a
-   machine with a second core), interleaved: the wall seconds of the study's end they take.
+   Last, the last study's two charts drawn from its own summary, one after the other and side
+   by side (the curves in a forked child, as a worker draws them on a machine with a second
+   core), each way in a process of its own that keeps the figures a worker keeps,
+   interleaved: the wall seconds of the study's end they take.
 
    The workers are told they share the machine (`ARCHSEARCH_WORKER_PROCESSES`): each takes
    its share of the cores for torch threads. Left at one worker's default, two workers ran
@@ -32,6 +33,7 @@ a study costs over the same jobs submitted one by one.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import signal
 import statistics
@@ -252,20 +254,57 @@ CHART_REPEATS = 15
 
 def chart_seconds(database_url: str, study_id: str) -> dict[bool, float]:
     """Median wall seconds of a study's two charts drawn one after the other (False) and
-    side by side (True), the two ways interleaved after a warm-up of each."""
+    side by side (True). Each way draws in its own process forked from this one (which has
+    drawn nothing), so each keeps the figures a worker keeps: one after the other, both charts'
+    figures are warm from the last draw; side by side, the Pareto chart's is, while the curves
+    are drawn in a child that ends with them, from a cold figure, study after study. The two
+    ways alternate, each after an untimed first draw."""
     engine = make_engine(database_url)
     with make_session_factory(engine)() as session:
         detail = summary.read_study(session, uuid.UUID(study_id), team_id=None)
         curves = summary.accuracy_curves(session, uuid.UUID(study_id))
     engine.dispose()
+    arms = {way: ChartArm(detail, curves, way) for way in (False, True)}
     times: dict[bool, list[float]] = {False: [], True: []}
-    for i in range(CHART_REPEATS + 1):
-        for side_by_side in (i % 2 == 0, i % 2 == 1):
-            start = time.perf_counter()
-            chart_files(detail, curves, side_by_side)
-            if i:  # the first of each is the warm-up
-                times[side_by_side].append(time.perf_counter() - start)
+    try:
+        for i in range(CHART_REPEATS + 1):
+            for side_by_side in (i % 2 == 0, i % 2 == 1):
+                seconds = arms[side_by_side].draw()
+                if i:  # the first of each is the warm-up
+                    times[side_by_side].append(seconds)
+    finally:
+        for arm in arms.values():
+            arm.close()
     return {way: statistics.median(seconds) for way, seconds in times.items()}
+
+
+class ChartArm:
+    """A process that draws the charts one way whenever asked, and answers the wall seconds
+    `chart_files` took there."""
+
+    def __init__(self, detail: Any, curves: Any, side_by_side: bool) -> None:
+        context = multiprocessing.get_context("fork")
+        self.pipe, child_end = context.Pipe()
+        self.process = context.Process(
+            target=_draw_when_asked, args=(child_end, detail, curves, side_by_side)
+        )
+        self.process.start()
+
+    def draw(self) -> float:
+        self.pipe.send(True)
+        seconds: float = self.pipe.recv()
+        return seconds
+
+    def close(self) -> None:
+        self.pipe.send(False)
+        self.process.join(timeout=30)
+
+
+def _draw_when_asked(pipe: Any, detail: Any, curves: Any, side_by_side: bool) -> None:
+    while pipe.recv():
+        start = time.perf_counter()
+        chart_files(detail, curves, side_by_side)
+        pipe.send(time.perf_counter() - start)
 
 
 def print_chart_seconds(seconds: dict[bool, float]) -> None:
