@@ -196,7 +196,7 @@ def _adam_step(state: defaultdict[torch.Tensor, dict[str, Any]], group: dict[str
     # The tensor lists in the order torch's adam and its fused kernel both take them.
     tensors = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
     if _one_fused_call(group, params):
-        _fused_adam_step(group, tensors, steps)
+        _fused_adam_step(group, tensors)
         return
     adam(
         *tensors,
@@ -242,12 +242,11 @@ def _one_fused_call(group: dict[str, Any], params: list[torch.Tensor]) -> bool:
 def _fused_adam_step(
     group: dict[str, Any],
     tensors: tuple[list[torch.Tensor], ...],
-    steps: list[torch.Tensor],
 ) -> None:
     """What `torch.optim.adam._fused_adam` does for one device and dtype, call for call:
     the steps counted, then the same fused kernel with the same arguments (bit-identical).
     `tensors`: params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps."""
-    torch._foreach_add_(steps, 1)
+    torch._foreach_add_(tensors[-1], 1)  # the steps
     kernel = torch._fused_adamw_ if group["decoupled_weight_decay"] else torch._fused_adam_
     kernel(
         *tensors,

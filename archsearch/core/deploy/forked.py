@@ -94,17 +94,17 @@ def start_forked(step: Callable[[], T], what: str) -> ForkedStep[T]:
         os.close(read_fd)
         _run_child(step, write_fd, parent)
     os.close(write_fd)
-    return ForkedStep(pid, read_fd, what, time.monotonic())
+    return ForkedStep(pid, read_fd, what)
 
 
 class ForkedStep(Generic[T]):
     """A step running in its child process (`start_forked`): wait for its result once, or stop
     it. Either reaps the child."""
 
-    def __init__(self, pid: int, read_fd: int, what: str, started: float) -> None:
+    def __init__(self, pid: int, read_fd: int, what: str) -> None:
         self.pid, self.what = pid, what
         self._read_fd: int | None = read_fd
-        self._started = started
+        self._started = time.monotonic()  # the time limit counts from the fork
 
     def result(self, should_stop: Callable[[], bool] = never, timeout_s: float = 600.0) -> T:
         """The step's result. Raises `JobCancelled` when `should_stop()` turns true first, and

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from archsearch.core.deploy.forked import ForkedStepFailed, run_forked, start_forked
+from archsearch.core.deploy.forked import ForkedStepFailed, never, run_forked, start_forked
 from archsearch.core.deploy.onnx import (
     export_onnx,
     onnx_artifact,
@@ -31,10 +31,6 @@ from archsearch.specs.model_configs import MLPConfig
 
 SHAPE = (1, 8, 8)
 ARCH = Architecture(MLPConfig(hidden=(16,)), SHAPE, 10)
-
-
-def never() -> bool:
-    return False
 
 
 def gone(pid: int) -> bool:
