@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from job_queue import add_queued, measured_arm, scheduler_claim, seed_people  # noqa: E402
 
-from archsearch.api.job_answers import CHANNEL  # noqa: E402
+from archsearch.api.live.feed import CHANNEL  # noqa: E402
 from archsearch.jobs.domain.jobs import claims  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory  # noqa: E402
 from archsearch.jobs.platform.migrate import alembic_config, upgrade  # noqa: E402

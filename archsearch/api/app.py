@@ -1,8 +1,13 @@
-"""The FastAPI application factory."""
+"""The FastAPI application factory: what one API process is made of.
+
+The process state (`state.py`), the error handlers (`errors.py`), the middleware (body
+limit, nosniff, request metrics), the routers (one per resource, `routes/`), the dashboard
+(`web/`) and, for as long as it serves, the live side (`live/`: the job feed and what reacts
+to it) and the webhook sender.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -11,12 +16,10 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from archsearch.api.auth import current_principal, new_token_cache
-from archsearch.api.broadcast import Broadcaster
 from archsearch.api.errors import ERROR_RESPONSES, install_error_handlers
-from archsearch.api.first_route import FirstRoute
 from archsearch.api.headers import NoSniff
-from archsearch.api.job_answers import JobAnswers, keep_listening, listen_url
 from archsearch.api.limits import BodyLimit
+from archsearch.api.live import LiveJobs
 from archsearch.api.observability import HttpFigures, HttpMetrics, metrics_registry
 from archsearch.api.openapi import serve_portable_openapi
 from archsearch.api.query_params import reject_unknown_query
@@ -46,6 +49,9 @@ from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.migrate import ensure_schema_current
 from archsearch.jobs.platform.services import Services
 
+# streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
+V1_ROUTERS = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
+
 
 def create_app(services: Services, enqueuer: Enqueuer) -> FastAPI:
     """Build the app; it refuses to start against a database that is behind the code."""
@@ -72,14 +78,13 @@ def new_state(services: Services, enqueuer: Enqueuer) -> AppState:
     return AppState(
         services=services,
         enqueuer=enqueuer,
-        broadcaster=Broadcaster(services.async_reader, services.settings),
+        live=LiveJobs.of(services),
         token_cache=new_token_cache(),
         session_signer=SessionSigner(services.settings),
         metrics_registry=metrics_registry(services),
         upload_slots=UploadSlots(services.settings),
         recent_artifacts=RecentArtifacts(),
         auth_throttle=AuthThrottle(services.settings.auth_failures_per_minute),
-        job_answers=JobAnswers(),
     )
 
 
@@ -90,27 +95,17 @@ def lifespan_of(state: AppState) -> Callable[[FastAPI], AbstractAsyncContextMana
         # Short GIL hand-offs keep requests answering while an upload is parsed (see
         # datasets.GIL_SWITCH_INTERVAL); set by the process that serves, not at import.
         sys.setswitchinterval(datasets.GIL_SWITCH_INTERVAL)
-        state.broadcaster.close_with_server()
-        # Webhook deliveries from the outbox (every API and worker process sends them).
-        stop_deliverer = start_deliverer(state.services.sessions, state.services.settings)
-        listener = start_job_answers(state)
+        # Webhook deliveries from the outbox (every API and worker process sends them),
+        # sent as soon as the feed reports the job change that queued them.
+        deliverer = start_deliverer(state.services.sessions, state.services.settings)
+        state.live.feed.subscribe(lambda _: deliverer.nudge())
+        state.live.start()
         yield
-        if listener is not None:
-            listener.cancel()
-        stop_deliverer.set()
-        await state.broadcaster.close()  # live streams (api/broadcast.py)
+        deliverer.stop()
+        await state.live.stop()
         state.upload_slots.close()
 
     return lifespan
-
-
-def start_job_answers(state: AppState) -> asyncio.Task[None] | None:
-    """The listener that keeps GET job answers fresh (api/job_answers.py); none on SQLite,
-    where the cache stays off."""
-    url = listen_url(state.services.settings.resolved_database_url)
-    if url is None:
-        return None
-    return asyncio.create_task(keep_listening(state.job_answers, url), name="job-answers")
 
 
 def include_routes(app: FastAPI) -> None:
@@ -118,12 +113,7 @@ def include_routes(app: FastAPI) -> None:
     # database cannot store (422, not a 500 from the driver); health checks do neither.
     # A query parameter no route reads is refused (422) rather than silently ignored.
     v1_dependencies = [Depends(checked_v1_request)]
-    # The route clients poll is matched before the tree is walked (api/first_route.py),
-    # with the same checks; the documented route below stays for everything else.
-    app.router.routes.insert(0, FirstRoute(jobs.router, jobs.read_job_route(), v1_dependencies))
-    # streams first: its /v1/jobs/stream would otherwise match jobs' /v1/jobs/{job_id}.
-    routers = (streams, jobs, artifacts, logs, datasets, queue, studies, models, webhooks, usage)
-    for module in routers:
+    for module in V1_ROUTERS:
         app.include_router(module.router, dependencies=v1_dependencies, responses=ERROR_RESPONSES)
     app.include_router(health.router, dependencies=[Depends(reject_unknown_query)])
     # The dashboard: pages at / and their assets, served by this process.

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 from starlette.requests import HTTPConnection
 
-from archsearch.api.broadcast import Broadcaster
+from archsearch.api.live.broadcast import Broadcaster
 from archsearch.api.state import AppState
 from archsearch.api.throttle import AuthThrottle
 from archsearch.jobs.platform.broker import Enqueuer
@@ -38,7 +38,7 @@ async def get_enqueuer(request: Request) -> Enqueuer:
 
 
 async def get_broadcaster(request: Request) -> Broadcaster:
-    return app_state(request).broadcaster
+    return app_state(request).live.broadcaster
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 from prometheus_client import CollectorRegistry
 
-from archsearch.api.broadcast import Broadcaster
-from archsearch.api.job_answers import JobAnswers
+from archsearch.api.live import LiveJobs
 from archsearch.api.served_files import RecentArtifacts
 from archsearch.api.signing import SessionSigner
 from archsearch.api.throttle import AuthThrottle
@@ -26,11 +25,10 @@ from archsearch.jobs.platform.services import Services
 class AppState:
     services: Services
     enqueuer: Enqueuer
-    broadcaster: Broadcaster
+    live: LiveJobs  # the job feed, kept GET job answers and live streams
     token_cache: TTLCache[str, Principal]  # verified principals by token digest
     session_signer: SessionSigner
     metrics_registry: CollectorRegistry
     upload_slots: UploadSlots
     recent_artifacts: RecentArtifacts
     auth_throttle: AuthThrottle  # failed authentications per address and token prefix
-    job_answers: JobAnswers  # presented GET job answers, kept fresh by LISTEN/NOTIFY

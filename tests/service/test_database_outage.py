@@ -150,7 +150,7 @@ def test_database_down_is_503_with_retry_after_and_recovers(
         job_id = client.post("/v1/jobs", json=JOB).json()["id"]
         requests = _requests(client, job_id)
         assert len(requests) >= 15, requests  # every /v1 operation and /metrics
-        # A running job's answer is kept in the API's memory (api/job_answers.py): the
+        # A running job's answer is kept in the API's memory (api/live/answers.py): the
         # outage must turn that off, so its GET below answers 503 too, never the old body.
         _mark_running(cluster.url, job_id)
         for _ in range(2):

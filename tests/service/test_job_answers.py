@@ -1,6 +1,7 @@
-"""GET /v1/jobs/{id} from the API's memory stays exactly fresh: a change committed by
-another connection is seen on the next GET, another team never gets a kept answer, and a
-lost listening connection turns the memory off (api/job_answers.py).
+"""GET /v1/jobs/{id} from the API's memory stays fresh: a change of a job's state committed
+by another connection is seen on the next GET, its progress within one flush interval,
+another team never gets a kept answer, and a lost listening connection turns the memory off
+(api/live/answers.py, api/live/feed.py).
 
 A change written with triggers disabled (`session_replication_role = replica`: no
 notification) is how these tests see that an answer really came from memory.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +22,9 @@ import psycopg
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from archsearch.api.job_answers import APPLICATION_NAME, CHANNEL, ConnectionLost, SyncBarrier
+from archsearch.api.live.answers import PROGRESS_SECONDS
+from archsearch.api.live.barrier import ConnectionLost, SyncBarrier
+from archsearch.api.live.feed import APPLICATION_NAME, CHANNEL
 from archsearch.jobs.domain.accounts.service import issue_token
 from archsearch.jobs.domain.jobs import claims, repository
 from archsearch.jobs.domain.tables import Job
@@ -85,6 +89,13 @@ def _running_job(api: str, token: str, pg_url: str) -> str:
     return job_id
 
 
+def _finished_job(api: str, token: str, pg_url: str) -> str:
+    """A succeeded job: its answer is kept until a notification, however long."""
+    job_id = _running_job(api, token, pg_url)
+    _write(pg_url, "UPDATE jobs SET status = 'succeeded' WHERE id = %s", job_id)
+    return job_id
+
+
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -96,19 +107,34 @@ def test_a_change_committed_elsewhere_is_seen_on_the_next_get(
     with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
         read = lambda: client.get(f"/v1/jobs/{job_id}").raise_for_status().json()  # noqa: E731
         assert read()["status"] == "running"
-        for step in range(1, 21):
-            _write(pg_url, "UPDATE jobs SET step = %s WHERE id = %s", step, job_id)
-            assert read()["step"] == step  # the very next GET, every time
-            assert read()["step"] == step  # and the one after it, from memory
-        _write(pg_url, "UPDATE jobs SET step = 99 WHERE id = %s", job_id, notify=False)
-        assert read()["step"] == 20, "the answer should have come from memory"
+        for priority in range(1, 21):
+            _write(pg_url, "UPDATE jobs SET priority = %s WHERE id = %s", priority, job_id)
+            assert read()["priority"] == priority  # the very next GET, every time
+            assert read()["priority"] == priority  # and the one after it, from memory
+        _write(pg_url, "UPDATE jobs SET step = 7 WHERE id = %s", job_id)  # progress: no notice
+        procs.wait_until(lambda: read()["step"] == 7, 5 * PROGRESS_SECONDS + 2, "progress shown")
         _write(pg_url, "UPDATE jobs SET status = 'succeeded' WHERE id = %s", job_id)
-        assert (read()["status"], read()["step"]) == ("succeeded", 99)
+        assert read()["status"] == "succeeded"
+        _write(pg_url, "UPDATE jobs SET step = 99 WHERE id = %s", job_id, notify=False)
+        assert read()["step"] == 7, "the answer should have come from memory"
         _write(pg_url, "UPDATE users SET name = 'alice2' WHERE name = 'alice'")
         try:
             assert read()["owner_name"] == "alice2"  # a user's name clears every answer
+            assert read()["step"] == 99
         finally:
             _write(pg_url, "UPDATE users SET name = 'alice' WHERE name = 'alice2'")
+
+
+def test_a_running_jobs_progress_is_never_older_than_one_flush_interval(
+    api: str, pg_url: str, accounts: Accounts
+) -> None:
+    job_id = _running_job(api, accounts.tokens["alice"], pg_url)
+    with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
+        read = lambda: client.get(f"/v1/jobs/{job_id}").raise_for_status().json()  # noqa: E731
+        assert read()["step"] == 0
+        _write(pg_url, "UPDATE jobs SET step = 1 WHERE id = %s", job_id, notify=False)
+        time.sleep(PROGRESS_SECONDS + 0.05)
+        assert read()["step"] == 1, "a running job's answer outlived its progress interval"
 
 
 def test_another_team_never_gets_a_kept_answer(api: str, pg_url: str, accounts: Accounts) -> None:
@@ -150,10 +176,10 @@ def test_a_get_checks_the_caller_then_the_text_then_the_id(
 def test_a_lost_listener_turns_the_memory_off_until_it_listens_again(
     api: str, pg_url: str, accounts: Accounts, other_listeners: set[int]
 ) -> None:
-    job_id = _running_job(api, accounts.tokens["alice"], pg_url)
+    job_id = _finished_job(api, accounts.tokens["alice"], pg_url)
     with httpx.Client(base_url=api, headers=_bearer(accounts.tokens["alice"])) as client:
         read = lambda: client.get(f"/v1/jobs/{job_id}").raise_for_status().json()  # noqa: E731
-        # Two reads: the first may store an answer that the notification of the job's start,
+        # Two reads: the first may store an answer that the notification of the job's end,
         # read at the second's barrier, then takes back; the second's answer stays.
         assert read()["step"] == read()["step"] == 0
         _write(pg_url, "UPDATE jobs SET step = 1 WHERE id = %s", job_id, notify=False)
@@ -194,7 +220,7 @@ def notifications(pg_url: str) -> Iterator[Notifications]:
     listening.connection.close()
 
 
-def test_a_job_notifies_a_change_of_what_it_shows_and_not_a_lease_renewal(
+def test_a_job_notifies_a_change_of_its_state_and_not_of_its_progress_or_lease(
     api: str,
     pg_url: str,
     accounts: Accounts,
@@ -211,6 +237,8 @@ def test_a_job_notifies_a_change_of_what_it_shows_and_not_a_lease_renewal(
     assert _updated_at(pg_url, job_id) == updated_at
     with transaction(sessions) as session:
         repository.record_progress(session, uuid.UUID(job_id), 5, 10, {"loss": 0.5})
+    assert notifications.committed() == [], "progress writes notify nothing"
+    _write(pg_url, "UPDATE jobs SET priority = 10 WHERE id = %s", job_id)
     assert notifications.committed() == [job_id]
     _write(pg_url, "UPDATE jobs SET cancel_requested_by = 'x' WHERE id = %s", job_id)
     assert notifications.committed() == []  # not shown either
@@ -229,14 +257,19 @@ def test_a_queued_job_notifies_nothing(
     assert notifications.committed() == []
 
 
-def test_the_trigger_compares_every_column_the_answer_shows(pg_url: str) -> None:
+PROGRESS_COLUMNS = {"progress", "step", "total_steps", "latest_metrics", "updated_at"}
+
+
+def test_the_trigger_compares_every_state_column_the_answer_shows(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         (definition,) = conn.execute(
             "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'jobs_notify_changed'"
         ).fetchone()  # type: ignore[misc]
     compared = set(re.findall(r"\bold\.(\w+)", definition))
     shown = set(JobPublic.model_fields) & {column.name for column in Job.__table__.columns}
-    assert shown <= compared, f"shown but not compared: {sorted(shown - compared)}"
+    state = shown - PROGRESS_COLUMNS
+    assert state <= compared, f"shown but not compared: {sorted(state - compared)}"
+    assert not compared & PROGRESS_COLUMNS, "a progress write would notify"
 
 
 def _updated_at(pg_url: str, job_id: str) -> object:

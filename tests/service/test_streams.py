@@ -15,10 +15,11 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from archsearch.api.streaming import RECENT_METRICS
+from archsearch.api.live.streaming import RECENT_METRICS
 from archsearch.client import ArchsearchClient
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.platform.db import transaction
+from tests.conftest import SUBSET_TRAIN
 from tests.service import procs
 from tests.service.conftest import Accounts, start_worker
 from tests.service.sse import StreamReader, of_kind, points, read_stream
@@ -26,11 +27,11 @@ from tests.service.sse import StreamReader, of_kind, points, read_stream
 pytestmark = pytest.mark.service
 
 SMALL_JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 3}}
-EPOCHS = 6  # a point per epoch, each stored before its checkpoint: long enough to kill mid-run
+EPOCHS = 12  # a point per epoch, each stored before its checkpoint: long enough to kill mid-run
 RESUMABLE_JOB = {
     "method": "train",
-    "dataset": {"name": "mnist", "train_subset": 4000},
-    "training": {"epochs": EPOCHS, "batch_size": 64},
+    "dataset": {"name": "mnist", "train_subset": SUBSET_TRAIN},
+    "training": {"epochs": EPOCHS, "batch_size": 16},  # ~0.5 s an epoch: 250 steps
 }
 
 

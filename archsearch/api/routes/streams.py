@@ -1,7 +1,7 @@
 """Live streams (Server-Sent Events) of one job and of the caller's visible jobs.
 
 Team-scoped like every job route: another team's job answers 404 before any stream
-starts. The frames come from the process's shared poller (`api/broadcast.py`); the
+starts. The frames come from the process's shared poller (`api/live/broadcast.py`); the
 payloads are described in `archsearch.schemas.streams`.
 """
 
@@ -17,13 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import BroadcasterDep, ServicesDep
+from archsearch.api.live.streaming import RECENT_METRICS, metric_frames, sse_frame
 from archsearch.api.params import JobId
 from archsearch.api.presenters import job_with_queue_state
-from archsearch.api.streaming import RECENT_METRICS, metric_frames, sse_frame
 from archsearch.jobs.domain.errors import InvalidCursor
 from archsearch.jobs.domain.jobs import repository, streams_repository
 from archsearch.jobs.domain.jobs.streams_repository import MetricRow
-from archsearch.jobs.domain.tables import JobStatus
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.streams import STREAM_POSITION_PATTERN, StreamPosition
 
 router = APIRouter(prefix="/v1/jobs", tags=["streams"])

@@ -110,26 +110,52 @@ def deliver_due(sessions: sessionmaker[Session], settings: Settings, client: htt
     return len(claimed)
 
 
-def deliver_forever(
-    sessions: sessionmaker[Session], settings: Settings, stop: threading.Event
-) -> None:
+class Deliverer:
+    """The sending thread's handle: `nudge()` when a delivery may be due (the API's job feed
+    does, on every job change, so a job's event goes out at once), `stop()` at shutdown.
+    Without nudges it still looks every `webhook_poll_seconds` (workers have no feed, and
+    some events, a model's, change no job)."""
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self._nudged = threading.Event()
+
+    def nudge(self) -> None:
+        self._nudged.set()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._nudged.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep until nudged or `seconds` passed; False once stopped."""
+        self._nudged.wait(seconds)
+        self._nudged.clear()
+        return not self.stopped
+
+
+def deliver_forever(sessions: sessionmaker[Session], settings: Settings, handle: Deliverer) -> None:
     with outbound.new_client(settings) as client:
-        while not stop.wait(settings.webhook_poll_seconds):
+        while handle.wait(settings.webhook_poll_seconds):
             try:
-                while deliver_due(sessions, settings, client) and not stop.is_set():
+                while deliver_due(sessions, settings, client) and not handle.stopped:
                     pass  # drain what is due before sleeping again
             except Exception:  # keep delivering through transient database trouble
                 log.exception("webhook delivery pass failed")
 
 
-def start_deliverer(sessions: sessionmaker[Session], settings: Settings) -> threading.Event:
-    """Run `deliver_forever` in a daemon thread; set the returned event to stop it."""
-    stop = threading.Event()
+def start_deliverer(sessions: sessionmaker[Session], settings: Settings) -> Deliverer:
+    """Run `deliver_forever` in a daemon thread; its handle nudges and stops it."""
+    handle = Deliverer()
     thread = threading.Thread(
         target=deliver_forever,
-        args=(sessions, settings, stop),
+        args=(sessions, settings, handle),
         name="archsearch-webhooks",
         daemon=True,
     )
     thread.start()
-    return stop
+    return handle

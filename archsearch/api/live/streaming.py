@@ -1,9 +1,11 @@
 """Live job streams: the SSE frames, the clients' watches and what a tick read,
-fanned out from one shared poller per API process (`api/broadcast.py`).
+fanned out from one shared poller per API process (`broadcast.py`).
 
-Why a poller, and not PostgreSQL LISTEN/NOTIFY or Redis pub/sub: the same code serves
-PostgreSQL and embedded SQLite (which has neither), the worker's write path stays as it is,
-and a notification would still need a read to fetch the rows. The poller runs only while
+Why a poller of the database as well as the job feed: the feed carries state changes only,
+while a stream shows every metric point and progress step, which notify nothing (they are
+written twice a second per running job); a notification would still need a read to fetch
+the rows; and the same code serves embedded SQLite, which notifies nothing. The feed wakes
+the poller for a state change; otherwise it runs only while
 a stream is open; each tick (every `TICK_SECONDS`) reads what changed for every watched
 job with one query per kind (light job rows, metric points, events, then the full rows of
 the jobs that changed), whatever the number of clients, and pushes ready-made SSE frames
@@ -30,6 +32,7 @@ from archsearch.schemas.streams import StreamMetric, StreamPosition
 RowT = TypeVar("RowT", MetricRow, JobEvent)
 
 TICK_SECONDS = 0.1  # a point waits half a tick on average before it is read
+WOKEN_TICK_GAP_SECONDS = 0.02  # the feed's wake-ups come no closer than this to a tick
 PING_SECONDS = 15.0  # proxies close connections idle for about a minute
 QUEUE_TICKS = 512  # how many ticks of frames a client may lag before it is dropped
 READ_LIMIT = 5000  # rows per kind and tick: a long backlog arrives over a few ticks

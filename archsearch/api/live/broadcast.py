@@ -1,9 +1,13 @@
-"""The shared poller of live job streams: one per API process (why: `api/streaming.py`).
+"""The shared poller of live job streams: one per API process (why: `streaming.py`).
 
-Each tick reads, for every watched job at once, the rows that changed, and turns them into
-SSE frames for each client: a job's stream gets its new metric points and events (each
-with the position it reached as `id:`), `status`/`progress` when the job changed, and `end`
-once it has finished and every row before that was sent; the jobs stream gets `job`.
+It ticks every `TICK_SECONDS` while any stream is open, and at once when the job feed
+(`feed.py`) says a job changed state, so a status or end event follows its commit by the
+feed's delay rather than by half a tick; progress and metric points, which notify nothing,
+are read by the tick. Each tick reads, for every watched job at once, the rows that
+changed, and turns them into SSE frames for each client: a job's stream gets its new metric
+points and events (each with the position it reached as `id:`), `status`/`progress` when
+the job changed, and `end` once it has finished and every row before that was sent; the
+jobs stream gets `job`.
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from archsearch.api.presenters import job_with_queue_state
-from archsearch.api.streaming import (
+from archsearch.api.live.feed import EVERY_JOB, JobFeed
+from archsearch.api.live.streaming import (
     LIST_OVERLAP,
     LIST_PROGRESS_SECONDS,
     PING_SECONDS,
     READ_LIMIT,
     TICK_SECONDS,
+    WOKEN_TICK_GAP_SECONDS,
     JobWatch,
     ListWatch,
     Shown,
@@ -37,11 +42,11 @@ from archsearch.api.streaming import (
     sse_frame,
     state_of,
 )
+from archsearch.api.presenters import job_with_queue_state
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import streams_repository
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.settings import Settings
-from archsearch.schemas.jobs import EventPublic, JobPublic
+from archsearch.schemas.jobs import EventPublic, JobPublic, JobStatus
 from archsearch.schemas.streams import StreamPosition, StreamProgress
 
 log = logging.getLogger(__name__)
@@ -51,9 +56,15 @@ class Broadcaster:
     """Registers stream clients and runs the poller while any is connected."""
 
     def __init__(
-        self, reader: AsyncEngine, settings: Settings, tick_seconds: float = TICK_SECONDS
+        self,
+        reader: AsyncEngine,
+        settings: Settings,
+        feed: JobFeed,
+        tick_seconds: float = TICK_SECONDS,
     ) -> None:
         self._reader, self._settings, self._tick_seconds = reader, settings, tick_seconds
+        self._woken = asyncio.Event()
+        feed.subscribe(self._job_changed)
         self._jobs: dict[uuid.UUID, set[JobWatch]] = {}
         self._lists: set[ListWatch] = set()
         self._task: asyncio.Task[None] | None = None
@@ -129,6 +140,11 @@ class Broadcaster:
 
     # ---- the poller ----------------------------------------------------------------
 
+    def _job_changed(self, payload: str) -> None:
+        """The feed's subscriber: tick now if a stream shows that job."""
+        if self._lists or payload == EVERY_JOB or _job_id(payload) in self._jobs:
+            self._woken.set()
+
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -139,12 +155,24 @@ class Broadcaster:
             if getattr(self._server, "should_exit", False):
                 await self.close()
                 return
+            self._woken.clear()  # a change from here on is read by this tick or the next
             try:
                 await self._tick()
             except Exception:  # a database outage: streams stay open and catch up after
                 log.warning("live streams could not read the database", exc_info=True)
                 await asyncio.sleep(1.0)
-            await asyncio.sleep(max(0.0, self._tick_seconds - (time.monotonic() - started)))
+            await self._until_next_tick(started)
+
+    async def _until_next_tick(self, started: float) -> None:
+        """Sleep out the tick, or less when the feed wakes the poller (never closer than
+        `WOKEN_TICK_GAP_SECONDS` to the last tick: a burst of changes is read together)."""
+        remaining = self._tick_seconds - (time.monotonic() - started)
+        try:
+            async with asyncio.timeout(max(0.0, remaining)):
+                await self._woken.wait()
+        except TimeoutError:
+            return
+        await asyncio.sleep(max(0.0, WOKEN_TICK_GAP_SECONDS - (time.monotonic() - started)))
 
     async def _tick(self) -> None:
         jobs = {job_id: list(watches) for job_id, watches in self._jobs.items()}
@@ -257,6 +285,13 @@ class Broadcaster:
 
 
 _TERMINAL = frozenset(status for status in JobStatus if status.terminal)
+
+
+def _job_id(payload: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(payload)
+    except ValueError:
+        return None
 
 
 def _put(watch: JobWatch | ListWatch, chunk: bytes, end: bool = False) -> bool:
