@@ -37,9 +37,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _data_dir import bench_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets"))
+DATA_DIR = bench_data_dir()
 BATCH = 128
 Arm = Callable[[torch.Tensor], torch.Tensor]
 

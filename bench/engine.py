@@ -88,6 +88,7 @@ from torch import nn
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _data_dir import bench_data_dir  # noqa: E402
 from _engine_breakdown import Breakdown, cpu_now  # noqa: E402
 from _engine_grow_floor import grow_floor  # noqa: E402
 from _engine_plain import dnw_floor, plain_graph, plain_mlp, prune_floor  # noqa: E402
@@ -97,7 +98,7 @@ from archsearch.core.float_mode import flush_denormals  # noqa: E402
 from archsearch.core.methods import get_method  # noqa: E402
 from archsearch.core.models.layers import ACTIVATIONS  # noqa: E402
 from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
-from archsearch.jobs.domain.tables import Job, JobStatus  # noqa: E402
+from archsearch.jobs.domain.tables import Job  # noqa: E402
 from archsearch.jobs.platform.db import transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.jobs.platform.services import Services  # noqa: E402
@@ -106,11 +107,10 @@ from archsearch.jobs.runtime.context import DbRunContext  # noqa: E402
 from archsearch.jobs.runtime.data import load_job_dataset  # noqa: E402
 from archsearch.jobs.runtime.executor import execute_next  # noqa: E402
 from archsearch.jobs.runtime.warmup import freeze_heap  # noqa: E402
+from archsearch.schemas.jobs import JobStatus  # noqa: E402
 from archsearch.specs import DatasetRef, JobBase, parse_job_spec  # noqa: E402
 
-# The shared datasets beside the checkout (/work/shared next to /work/main); a worktree one
-# level deeper, or another machine, names its folder in ARCHSEARCH_DATA_DIR.
-DATA_DIRS = (Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets")),)
+DATA_DIRS = (bench_data_dir(),)
 CPU = torch.device("cpu")
 
 

@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _class_split as class_split  # noqa: E402  (beside this script)
 import _section5 as section5  # noqa: E402
+from _data_dir import bench_data_dir
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
@@ -56,13 +57,7 @@ from archsearch.core.float_mode import flush_denormals
 from archsearch.core.methods import get_method
 from archsearch.specs import DatasetRef, parse_job_spec
 
-# The shared datasets beside the checkout (/work/shared/datasets for /work/main and for a
-# worktree /work/wt/<name> alike).
-DATA_DIRS = tuple(
-    p / "shared" / "datasets"
-    for p in Path(__file__).resolve().parents
-    if (p / "shared" / "datasets").is_dir()
-)[:1]
+DATA_DIRS = (bench_data_dir(),)
 DATASETS = ("digits", "mnist", "fashion_mnist")
 SEEDS = (0, 1, 2)
 TRANSFER_TARGET = {"mnist": "fashion_mnist", "fashion_mnist": "mnist"}

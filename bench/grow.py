@@ -39,10 +39,10 @@ import json
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
+from _data_dir import bench_data_dir
 from _gromo_peer import FACTORS, GROWTH_SHARE, INTERVAL, PeerRun, run_gromo
 from _grow_rtol import RTOL_HEADER, RtolRun, rtol_row, run_rtol
 
@@ -54,7 +54,7 @@ from archsearch.core.methods import get_method
 from archsearch.specs import GrowJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 
-DATA_DIRS = (Path(__file__).resolve().parents[1].parent / "shared" / "datasets",)
+DATA_DIRS = (bench_data_dir(),)
 BEFORE = {"eig_rtol": 0.01, "max_amplitude": 16.0}
 AFTER: dict[str, Any] = {}
 ROUNDOFF = {"eig_rtol": None}  # the cut at the round-off of S, with the uncapped search

@@ -37,6 +37,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _data_dir import bench_data_dir  # noqa: E402
 from _rigl import rigl_benchmark  # noqa: E402  (beside this script)
 
 from archsearch.core.context import InMemoryContext  # noqa: E402
@@ -57,7 +58,7 @@ from archsearch.core.pruning.units import unit_plan  # noqa: E402
 from archsearch.core.training import evaluate, seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
-DATA_DIRS = (REPO.parent / "shared" / "datasets",)
+DATA_DIRS = (bench_data_dir(),)
 
 
 def mean_std(values: list[float]) -> str:

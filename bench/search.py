@@ -30,6 +30,8 @@ import torch.nn.functional as F
 # Measure this checkout, whatever copy of the project is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _data_dir import bench_data_dir
+
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.float_mode import flush_denormals
@@ -42,7 +44,7 @@ from archsearch.specs import SearchJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
 
-DATA_DIRS = (Path(__file__).resolve().parents[2] / "shared" / "datasets",)
+DATA_DIRS = (bench_data_dir(),)
 
 
 def _step_fn(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, dnw: bool) -> Any:

@@ -50,6 +50,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _bare_pipeline import CREATE_TABLE  # noqa: E402
+from _data_dir import bench_data_dir  # noqa: E402
 
 from archsearch.client import ArchsearchClient  # noqa: E402
 from archsearch.jobs.domain.tables import Artifact  # noqa: E402
@@ -278,7 +279,7 @@ def server_env(pg_url: str, name: str, tmp: Path) -> dict[str, str]:
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"bench-{name}",
         "ARCHSEARCH_HOME": str(tmp),
-        "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets"),
+        "ARCHSEARCH_DATA_DIR": str(bench_data_dir()),
     }
 
 

@@ -28,12 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archsearch.jobs.domain.accounts import repository as account_repo  # noqa: E402
 from archsearch.jobs.domain.accounts.service import issue_token  # noqa: E402
-from archsearch.jobs.domain.tables import Artifact, Job, JobStatus  # noqa: E402
+from archsearch.jobs.domain.tables import Artifact, Job  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.jobs.platform.objects.local import LocalObjectStore  # noqa: E402
 from archsearch.jobs.platform.objects.s3 import S3ObjectStore  # noqa: E402
 from archsearch.jobs.platform.store import ArtifactStore  # noqa: E402
+from archsearch.schemas.jobs import JobStatus  # noqa: E402
 from tests.service import procs  # noqa: E402
 from tests.service.s3 import create_bucket, own_folder, s3_client, s3_env, start_s3_server  # noqa: E402
 

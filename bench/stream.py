@@ -37,6 +37,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _data_dir import bench_data_dir  # noqa: E402
+
 from archsearch.client.streams import parse_events  # noqa: E402
 from archsearch.jobs.domain.jobs import claims, repository  # noqa: E402
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
@@ -269,7 +271,7 @@ def start_api(pg_url: str, name: str, tmp: Path) -> tuple[procs.Proc, str]:
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"bench-{name}",
         "ARCHSEARCH_HOME": str(tmp),
-        "ARCHSEARCH_DATA_DIR": str(Path(__file__).resolve().parents[2] / "shared" / "datasets"),
+        "ARCHSEARCH_DATA_DIR": str(bench_data_dir()),
     }
     port = procs.free_port()
     proc = procs.start("api", ["api", "--port", str(port)], env, tmp)

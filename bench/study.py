@@ -49,6 +49,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _study_timeline as timeline  # noqa: E402  (this script's folder is on sys.path)
+from _data_dir import bench_data_dir  # noqa: E402
 from _study_timeline import ArmRun  # noqa: E402
 
 from archsearch.client import ArchsearchClient  # noqa: E402
@@ -60,7 +61,6 @@ from archsearch.jobs.platform.settings import Settings  # noqa: E402
 from archsearch.jobs.runtime.study_charts import chart_files  # noqa: E402
 from tests.service import procs  # noqa: E402
 
-SHARED_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 DATASETS = ("mnist", "fashion_mnist")
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -76,7 +76,7 @@ def start_service(workers: int, tmp: Path) -> tuple[str, str, str, list[procs.Pr
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"sbench-{name}",
         "ARCHSEARCH_HOME": str(tmp),
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(bench_data_dir()),
         "OMP_NUM_THREADS": "1",
         # The workers share this machine's cores: each takes its share of torch threads.
         "ARCHSEARCH_WORKER_PROCESSES": str(workers),

@@ -75,8 +75,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _data_dir import bench_data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("ARCHSEARCH_DATA_DIR", REPO.parent / "shared" / "datasets"))
+DATA_DIR = bench_data_dir()
 # What the Celery main process imported before it became a fresh interpreter of its own
 # (`python -m archsearch.worker`): the command line, the API, uvicorn, Alembic, Optuna, httpx.
 CLI_PARENT = (
@@ -255,8 +257,9 @@ def settings_for(args: argparse.Namespace) -> Any:
 
 
 def queue_job(services: Any, spec: dict[str, Any]) -> uuid.UUID:
-    from archsearch.jobs.domain.tables import Job, JobStatus
+    from archsearch.jobs.domain.tables import Job
     from archsearch.jobs.platform.db import transaction
+    from archsearch.schemas.jobs import JobStatus
     from archsearch.specs import parse_job_spec
 
     with transaction(services.sessions) as session:

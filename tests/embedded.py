@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 from tests.service import procs
 
 TEAM_SETTINGS = ("ARCHSEARCH_DATABASE_URL", "ARCHSEARCH_BROKER_URL", "ARCHSEARCH_ARTIFACT_ROOT")
 
 
 def embedded_env(home: Path) -> dict[str, str]:
-    env = {"ARCHSEARCH_HOME": str(home), "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS)}
+    env = {"ARCHSEARCH_HOME": str(home), "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS)}
     return env | {name: "" for name in TEAM_SETTINGS}  # nothing of a team setup leaks in
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from archsearch.client import ArchsearchClient
-from tests.conftest import REPO_ROOT, SHARED_DATASETS
+from tests.conftest import REPO_ROOT, TEST_DATASETS
 from tests.embedded import start_embedded
 from tests.service import procs
 
@@ -56,7 +56,7 @@ def downloads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pa
                 assert job.status == "succeeded", job
                 folder = tmp_path_factory.mktemp(name)
                 client.download_all(job_id, folder / "out")
-                (folder / "mnist").symlink_to(SHARED_DATASETS / "mnist")
+                (folder / "mnist").symlink_to(TEST_DATASETS / "mnist")
                 folders[name] = folder
         yield folders
     finally:

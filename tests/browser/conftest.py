@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
 
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 from tests.service import procs
 from tests.service.conftest import (  # noqa: F401 (fixtures, found by name)
     Accounts,
@@ -62,7 +62,7 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "ARCHSEARCH_QUEUE_NAME": f"archsearch-browser-{uuid.uuid4().hex[:8]}",
         "ARCHSEARCH_HOME": str(home),
         "ARCHSEARCH_ARTIFACT_ROOT": str(home / "artifacts"),
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),
         "ARCHSEARCH_LEASE_SECONDS": "5",
         "ARCHSEARCH_AUTH": "token",
         "ARCHSEARCH_SESSION_SECRET": uuid.uuid4().hex,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import struct
 from pathlib import Path
 
@@ -10,14 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from archsearch.core.data.catalog import BUILTIN_DATASETS, available_datasets, require_available
+from archsearch.core.data.catalog import (
+    BUILTIN_DATASETS,
+    IDX_FILES,
+    available_datasets,
+    require_available,
+)
 from archsearch.core.data.idx import parse_idx, read_idx
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.errors import DatasetUnavailableError, UnknownDatasetError
 from archsearch.specs import DatasetRef
-
-# Published class counts of the MNIST training split.
-MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+from tests.conftest import SUBSET_TEST, SUBSET_TRAIN, TEST_DATASETS
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -56,16 +60,29 @@ def test_idx_files_are_read_in_chunks_and_checked(tmp_path: Path) -> None:
 
 def test_mnist_matches_published_statistics(data_dirs: tuple[Path, ...]) -> None:
     data = load_dataset(DatasetRef(name="mnist"), data_dirs)
-    assert data.x_train.shape == (60_000, 1, 28, 28) and data.x_test.shape == (10_000, 1, 28, 28)
-    assert torch.bincount(data.y_train).tolist() == MNIST_TRAIN_COUNTS
-    raw_mean = (data.x_train.normalised() * 0.3081 + 0.1307).mean().item()  # undone
-    assert raw_mean == pytest.approx(0.1307, abs=1e-4)
+    shape = (1, 28, 28)
+    assert data.x_train.shape == (SUBSET_TRAIN, *shape)
+    assert data.x_test.shape == (SUBSET_TEST, *shape)
+    assert torch.bincount(data.y_train).tolist() == [SUBSET_TRAIN // 10] * 10
+    raw = data.x_train.normalised() * 0.3081 + 0.1307  # normalisation undone
+    # The subset's first images of each class: their pixels within 0.001 of the whole set's.
+    assert raw.mean().item() == pytest.approx(0.1307, abs=1e-3)
+    assert raw.std().item() == pytest.approx(0.3081, abs=1e-3)
 
 
 def test_fashion_mnist_is_balanced(data_dirs: tuple[Path, ...]) -> None:
     data = load_dataset(DatasetRef(name="fashion_mnist"), data_dirs)
-    assert torch.bincount(data.y_train).tolist() == [6000] * 10
-    assert torch.bincount(data.y_test).tolist() == [1000] * 10
+    assert torch.bincount(data.y_train).tolist() == [SUBSET_TRAIN // 10] * 10
+    assert torch.bincount(data.y_test).tolist() == [SUBSET_TEST // 10] * 10
+
+
+@pytest.mark.parametrize("folder", ["mnist", "fashion-mnist"])
+def test_the_shipped_subsets_are_the_files_their_sums_pin(folder: str) -> None:
+    sums = (TEST_DATASETS / folder / "SHA256SUMS").read_text().splitlines()
+    pinned = {name: digest for digest, name in (line.split() for line in sums)}
+    assert sorted(pinned) == sorted(f"{stem}.gz" for stem in IDX_FILES.values())
+    for name, digest in pinned.items():
+        assert hashlib.sha256((TEST_DATASETS / folder / name).read_bytes()).hexdigest() == digest
 
 
 def test_digits_split_is_fixed_and_stratified() -> None:

@@ -22,7 +22,7 @@ from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.accounts.service import issue_token
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 from tests.service import procs
 from tests.service.procs import PG_ADMIN, REDIS_URL, create_database, drop_database
 
@@ -58,7 +58,7 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "ARCHSEARCH_QUEUE_NAME": queue,
         "ARCHSEARCH_HOME": str(home),
         "ARCHSEARCH_ARTIFACT_ROOT": str(home / "artifacts"),
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),
         # Short leases so a killed worker's job comes back within seconds in tests.
         "ARCHSEARCH_LEASE_SECONDS": "3",
         "ARCHSEARCH_AUTH": "token",

@@ -16,7 +16,7 @@ from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 from tests.jobs.domain.datasets.files import blobs, csv_bytes, npz_bytes
 
 
@@ -29,7 +29,7 @@ def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Services
         database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",
         broker_url=None,
         artifact_root=tmp_path / "artifacts",
-        data_dir=SHARED_DATASETS,
+        data_dir=TEST_DATASETS,
         upload_max_bytes=200_000,
     )
     upgrade(settings.resolved_database_url)

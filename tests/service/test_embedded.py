@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from archsearch.client import ArchsearchClient
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import SUBSET_TRAIN, TEST_DATASETS
 from tests.service import procs
 
 pytestmark = pytest.mark.slow
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def start_embedded(home: Path, port: int, log_dir: Path) -> procs.Proc:
     env = {
         "ARCHSEARCH_HOME": str(home),
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),
         "ARCHSEARCH_LEASE_SECONDS": "3",
     }
     for name in ("ARCHSEARCH_DATABASE_URL", "ARCHSEARCH_BROKER_URL", "ARCHSEARCH_ARTIFACT_ROOT"):
@@ -46,8 +46,8 @@ def test_embedded_serve_runs_jobs_and_survives_a_restart(tmp_path: Path) -> None
             # A job interrupted by a crash of the whole server resumes when it comes back.
             long_spec = {
                 "method": "train",
-                "dataset": {"name": "mnist", "train_subset": 8000},
-                "training": {"epochs": 5, "batch_size": 64},
+                "dataset": {"name": "mnist", "train_subset": SUBSET_TRAIN},
+                "training": {"epochs": 8, "batch_size": 16},  # ~0.5 s an epoch
             }
             long_id = client.submit(long_spec).id
             deadline = time.monotonic() + 120

@@ -15,7 +15,7 @@ from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
 from archsearch.schemas.errors import ErrorBody
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 
 
 @pytest.fixture()
@@ -25,7 +25,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",
         broker_url=None,
         artifact_root=tmp_path / "artifacts",
-        data_dir=SHARED_DATASETS,
+        data_dir=TEST_DATASETS,
         json_max_bytes=2000,
     )
     upgrade(settings.resolved_database_url)

@@ -18,7 +18,7 @@ from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 
 SPEC = {"method": "train", "dataset": {"name": "digits"}}
 
@@ -30,7 +30,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",
         broker_url=None,
         artifact_root=tmp_path / "artifacts",
-        data_dir=SHARED_DATASETS,
+        data_dir=TEST_DATASETS,
     )
     upgrade(settings.resolved_database_url)
     services = Services.from_settings(settings)

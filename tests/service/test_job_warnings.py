@@ -30,7 +30,7 @@ from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.executor import Outcome, record_outcome
 from archsearch.jobs.runtime.runner import LocalRunner
 from archsearch.schemas.jobs import EventsPublic, JobPublic, JobsPublic
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 
 COLLAPSED = RunWarning(
     "collapsed_predictions",
@@ -45,7 +45,7 @@ def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, LocalRunner, Services
         database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",
         broker_url=None,
         artifact_root=tmp_path / "artifacts",
-        data_dir=SHARED_DATASETS,
+        data_dir=TEST_DATASETS,
     )
     upgrade(settings.resolved_database_url)
     services = Services.from_settings(settings)

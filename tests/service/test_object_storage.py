@@ -20,7 +20,7 @@ import pytest
 
 from archsearch.client import ArchsearchClient
 from archsearch.jobs.platform.migrate import upgrade
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import SUBSET_TRAIN, TEST_DATASETS
 from tests.jobs.domain.datasets.files import grey_images, image_zip_bytes
 from tests.service import procs
 from tests.service.s3 import create_bucket, keys, own_folder, s3_env, start_s3_server
@@ -28,12 +28,13 @@ from tests.service.s3 import create_bucket, keys, own_folder, s3_env, start_s3_s
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 BUCKET, PREFIX = "archsearch", "team-a"
-EPOCHS = 6
-# ~1.5 s an epoch here: long enough to kill the worker between checkpoints.
+EPOCHS = 12
+# ~0.5 s an epoch here (4,000 images at batch 16): long enough to kill the worker between
+# checkpoints.
 RESUMABLE_JOB = {
     "method": "train",
-    "dataset": {"name": "mnist", "train_subset": 12000},
-    "training": {"epochs": EPOCHS, "batch_size": 64},
+    "dataset": {"name": "mnist", "train_subset": SUBSET_TRAIN},
+    "training": {"epochs": EPOCHS, "batch_size": 16},
     "label": "s3-sigkill",
 }
 DIGITS_JOB = {"method": "train", "dataset": {"name": "digits"}, "training": {"epochs": 2}}
@@ -85,7 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "ARCHSEARCH_DATABASE_URL": database_url,
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"archsearch-s3-{uuid.uuid4().hex[:8]}",
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),  # the built-in datasets' input files
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),  # the built-in datasets' input files
         "ARCHSEARCH_LEASE_SECONDS": "3",
         "ARCHSEARCH_AUTH": "token",
         **s3_env(endpoint, BUCKET, PREFIX),

@@ -22,7 +22,7 @@ import pytest
 
 from archsearch.client import ArchsearchClient
 from archsearch.jobs.platform.migrate import upgrade
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 from tests.jobs.domain.datasets.files import grey_images, image_zip_bytes
 from tests.service import procs
 from tests.service.s3 import create_bucket, keys, own_folder, s3_client, s3_env, start_s3_server
@@ -73,7 +73,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "ARCHSEARCH_DATABASE_URL": database_url,
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"archsearch-outage-{uuid.uuid4().hex[:8]}",
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),
         "ARCHSEARCH_LEASE_SECONDS": str(LEASE_SECONDS),
         "ARCHSEARCH_AUTH": "token",
         "ARCHSEARCH_ORPHAN_SWEEP_SECONDS": "1",

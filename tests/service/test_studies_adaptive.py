@@ -18,7 +18,7 @@ from archsearch.client import ArchsearchClient
 from archsearch.jobs.domain.studies import adaptive
 from archsearch.jobs.platform.db import make_engine
 from archsearch.jobs.platform.migrate import upgrade
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 from tests.service import procs
 from tests.service.test_schema import model_migration_drift
 
@@ -82,7 +82,7 @@ def own_service(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         "ARCHSEARCH_BROKER_URL": procs.REDIS_URL,
         "ARCHSEARCH_QUEUE_NAME": f"adaptive-{name}",
         "ARCHSEARCH_HOME": str(tmp_path),
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),
         "ARCHSEARCH_LEASE_SECONDS": "3",
         "ARCHSEARCH_AUTH": "token",
     }

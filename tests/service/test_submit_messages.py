@@ -12,13 +12,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from archsearch.api.app import create_app
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.runner import LocalRunner
-from tests.conftest import SHARED_DATASETS
+from archsearch.schemas.jobs import JobStatus
+from tests.conftest import TEST_DATASETS
 
 DIGITS = {"name": "digits"}
 
@@ -30,7 +31,7 @@ def embedded(tmp_path: Path) -> Iterator[tuple[TestClient, Services]]:
         database_url=f"sqlite:///{tmp_path / 'archsearch.db'}",
         broker_url=None,
         artifact_root=tmp_path / "artifacts",
-        data_dir=SHARED_DATASETS,
+        data_dir=TEST_DATASETS,
     )
     upgrade(settings.resolved_database_url)
     services = Services.from_settings(settings)

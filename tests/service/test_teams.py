@@ -137,8 +137,8 @@ def test_events_record_who_did_what(api_url: str, worker: procs.Proc, accounts: 
         ArchsearchClient(api_url, token=accounts.tokens["bob"]) as bob,
         ArchsearchClient(api_url, token=accounts.admin_token) as admin,
     ):
-        long_job = alice.submit(
-            {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 20}}
+        long_job = alice.submit(  # a minute of training, cancelled long before its end
+            {"method": "train", "dataset": {"name": "mnist"}, "training": {"epochs": 500}}
         )
         queued = alice.submit(QUICK)
         assert admin.set_priority(queued.id, "low").priority == -10

@@ -12,17 +12,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.client import ArchsearchClient
 from archsearch.jobs.domain.tables import Artifact
+from tests.conftest import SUBSET_TRAIN
 from tests.service import procs
 from tests.service.conftest import start_worker
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
-EPOCHS = 6
-# Long enough to kill mid-run (~1.5 s an epoch on MNIST subsets here), short enough for CI.
+EPOCHS = 12
+# Long enough to kill mid-run (~0.5 s an epoch here: the shipped MNIST's 4,000 images at
+# batch 16, 250 steps), short enough for CI.
 RESUMABLE_JOB = {
     "method": "train",
-    "dataset": {"name": "mnist", "train_subset": 12000},
-    "training": {"epochs": EPOCHS, "batch_size": 64},
+    "dataset": {"name": "mnist", "train_subset": SUBSET_TRAIN},
+    "training": {"epochs": EPOCHS, "batch_size": 16},
     "label": "sigkill",
 }
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from archsearch.core.data.catalog import find_idx_files
 from archsearch.jobs.platform.settings import Settings
-from tests.conftest import SHARED_DATASETS
+from tests.conftest import TEST_DATASETS
 
 
 def test_data_dirs_are_the_data_dir_then_the_system_dirs(tmp_path: Path) -> None:
@@ -19,7 +19,7 @@ def test_data_dirs_are_the_data_dir_then_the_system_dirs(tmp_path: Path) -> None
 
 def test_the_catalog_searches_only_the_directories_it_is_given(tmp_path: Path) -> None:
     system = tmp_path / "system"
-    shutil.copytree(SHARED_DATASETS / "fashion-mnist", system / "fashion-mnist")
+    shutil.copytree(TEST_DATASETS / "fashion-mnist", system / "fashion-mnist")
     alone = Settings(home=tmp_path, system_data_dirs=())
     with_system = Settings(home=tmp_path, system_data_dirs=(system,))
     assert find_idx_files("fashion_mnist", alone.data_dirs) is None

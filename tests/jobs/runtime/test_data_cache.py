@@ -23,6 +23,7 @@ from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime import data as runtime_data
 from archsearch.jobs.runtime.data import DatasetCache, load_job_dataset
 from archsearch.specs import DatasetRef, parse_job_spec
+from tests.conftest import TEST_DATASETS
 from tests.jobs.domain.datasets.files import npz_bytes
 
 
@@ -76,10 +77,9 @@ def test_subsets_are_cut_per_job_as_a_fresh_load_cuts_them(services: Services) -
 
 
 def test_a_changed_source_file_is_a_new_version(tmp_path: Path) -> None:
-    shared = Path(__file__).resolve().parents[3].parent / "shared" / "datasets" / "mnist"
     folder = tmp_path / "mnist"
     folder.mkdir()
-    for file in shared.iterdir():
+    for file in (TEST_DATASETS / "mnist").iterdir():
         (folder / file.name).symlink_to(file)
     before = dataset_version("mnist", (tmp_path,))
     assert dataset_version("mnist", (tmp_path,)) == before
