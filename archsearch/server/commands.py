@@ -1,4 +1,5 @@
-"""The server's `archsearch` commands: serve, api, worker, db, and admin.
+"""The server's `archsearch` commands: serve, api, worker (and its liveness probe, `worker
+alive`), db, and admin.
 
 The light CLI (`archsearch.cli.main`) loads this module by name when one of these commands
 is asked for, so `pip install archsearch` without the `server` extra never needs it.
@@ -7,7 +8,10 @@ Settings are built here, once per command, and handed on as arguments.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -49,7 +53,56 @@ def api(host: str | None, port: int | None) -> None:
     processes.serve_team_api(settings_with(host=host, port=port))
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command("alive")
+@click.option(
+    "--max-age",
+    type=click.FloatRange(min=0),
+    default=180.0,
+    show_default=True,
+    help="seconds since the last heartbeat beyond which the worker counts as stalled",
+)
+def worker_alive(max_age: float) -> None:
+    """Exit 0 when a worker process of this machine touched its alive file
+    (ARCHSEARCH_WORKER_ALIVE_FILE) within --max-age seconds, 1 otherwise: the liveness
+    probe of the worker pods. Reads one file: no database, no torch."""
+    path = settings_with().resolved_worker_alive_file
+    age = seconds_since_touched(path)
+    if age is None:
+        console.print(f"no worker heartbeat yet: {path} does not exist", highlight=False)
+        sys.exit(1)
+    if age > max_age:
+        console.print(
+            f"worker stalled: its last heartbeat was {age:.0f}s ago (limit {max_age:.0f}s, {path})",
+            highlight=False,
+        )
+        sys.exit(1)
+    console.print(f"worker alive: last heartbeat {age:.0f}s ago", highlight=False)
+
+
+def seconds_since_touched(path: Path) -> float | None:
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except FileNotFoundError:
+        return None
+
+
+class WorkerCommand(click.Command):
+    """`archsearch worker` hands the arguments it does not know to Celery, so its one
+    subcommand, `alive`, is recognised by name before those arguments are parsed."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        if args[:1] == ["alive"]:
+            return worker_alive.make_context(f"{info_name} alive", args[1:], parent, **extra)
+        return super().make_context(info_name, args, parent, **extra)
+
+
+@click.command(cls=WorkerCommand, context_settings={"ignore_unknown_options": True})
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
@@ -59,8 +112,15 @@ def api(host: str | None, port: int | None) -> None:
 )
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(device: str, celery_args: tuple[str, ...]) -> None:
-    """Run job workers, one job per device at a time (extra arguments go to celery)."""
-    processes.run_worker(settings_with(), device, list(celery_args))
+    """Run job workers, one job per device at a time (extra arguments go to celery).
+
+    `archsearch worker alive [--max-age SECONDS]` is their liveness probe."""
+    settings = settings_with()
+    # A heartbeat left by the previous worker of this scratch folder (a restarted container
+    # keeps its emptyDir) must not vouch for this one before its first heartbeat.
+    with contextlib.suppress(OSError):  # none there, or a folder this user cannot write
+        settings.resolved_worker_alive_file.unlink(missing_ok=True)
+    processes.run_worker(settings, device, list(celery_args))
 
 
 @click.group()

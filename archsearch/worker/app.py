@@ -22,8 +22,10 @@ import torch
 from billiard.process import active_children
 from celery import Celery, signals
 
+from archsearch.jobs.domain.jobs import sweeper
 from archsearch.jobs.platform.broker import CeleryEnqueuer
 from archsearch.jobs.platform.celery_config import celery_config
+from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import StorageUnavailable
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
@@ -94,6 +96,7 @@ def _connect_signals(process: WorkerProcess) -> None:
     signals.worker_process_init.connect(register_process, weak=False)
     signals.worker_process_shutdown.connect(unregister_process, weak=False)
     signals.worker_ready.connect(start_reaper, weak=False)
+    signals.worker_shutdown.connect(lambda **_: _give_up_sweeps(settings), weak=False)
 
 
 def forward_stop_to_pool(**_: Any) -> None:
@@ -115,16 +118,14 @@ def _reap_forever(settings: Settings) -> None:
 
     services, enqueuer = Services.from_settings(settings), CeleryEnqueuer(settings)
     start_deliverer(services.sessions, settings)  # webhooks, in a thread of its own
-    interval = max(0.5, settings.lease_seconds / 3)
+    interval, me = max(0.5, settings.lease_seconds / 3), worker_name()
     stop = threading.Event()
     next_sweep = time.monotonic() + settings.orphan_sweep_seconds
     while not stop.wait(interval):
         try:
-            reap_expired(services, enqueuer)
-            hold_teams_over_quota(services)
-            preempt_for_waiting_jobs(services)
-            wake_for_waiting_jobs(services, enqueuer, older_than_seconds=2 * interval)
-            advance_open_studies(services)  # the durable study driver's tick
+            if not _my_turn(services, me, interval):
+                continue  # another worker sweeps for the fleet
+            _sweep(services, enqueuer, interval)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + settings.orphan_sweep_seconds
                 sweep_orphans(services)
@@ -132,3 +133,27 @@ def _reap_forever(settings: Settings) -> None:
             log.warning("reaper pass stopped: %s", exc)
         except Exception:  # keep reaping through transient database trouble
             log.exception("reaper pass failed")
+
+
+def _give_up_sweeps(settings: Settings) -> None:
+    """At the main process's stop: another worker's next tick sweeps, rather than the tick
+    after this worker's turn expires."""
+    try:
+        with transaction(Services.from_settings(settings).sessions) as session:
+            sweeper.give_up_turn(session, worker_name())
+    except Exception:  # the database is out of reach: the turn expires on its own
+        log.warning("could not give up the sweeps' turn", exc_info=True)
+
+
+def _my_turn(services: Services, me: str, interval: float) -> bool:
+    """Take or renew the sweeps' turn: one statement a tick, whatever the fleet's size."""
+    with transaction(services.sessions) as session:
+        return sweeper.take_turn(session, me, interval)
+
+
+def _sweep(services: Services, enqueuer: CeleryEnqueuer, interval: float) -> None:
+    reap_expired(services, enqueuer)
+    hold_teams_over_quota(services)
+    preempt_for_waiting_jobs(services)
+    wake_for_waiting_jobs(services, enqueuer, older_than_seconds=2 * interval)
+    advance_open_studies(services)  # the durable study driver's tick

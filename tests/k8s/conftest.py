@@ -1,7 +1,8 @@
 """The Kubernetes manifests rendered by `kubectl kustomize`, and the tools that check them.
 
 No cluster: every overlay is rendered offline and validated against the Kubernetes schemas
-(`kubernetes-validate`) and KEDA's CRD (`check-jsonschema`, the CRD kept in `schemas/`).
+(`kubernetes-validate`), and KEDA's and Kueue's CRDs (`check-jsonschema`, the CRDs kept in
+`schemas/`).
 A missing tool fails the tests; the Python ones are installed here when absent.
 """
 
@@ -21,7 +22,7 @@ from tests.conftest import REPO_ROOT
 from tests.service.conftest import pg_url, sessions  # noqa: F401 (fixtures, found by name)
 
 K8S_ROOT = REPO_ROOT / "deploy" / "k8s"
-OVERLAYS = ("cpu", "gpu", "keda")
+OVERLAYS = ("cpu", "gpu", "keda", "kueue")
 SCHEMAS = Path(__file__).parent / "schemas"
 # The same pins as the dev extra in pyproject.toml.
 PYTHON_TOOLS = {

@@ -2,8 +2,9 @@
 
 Each scenario seeds teams, users, jobs and workers in one transaction (rolled back after),
 runs the rendered ScaledObjects' queries, and checks the count two ways: the number written
-in the scenario, and what the scheduler itself does (`claim_next` with that device's offer
-until nothing is eligible, plus the jobs already running on that kind of worker).
+in the scenario, and what the scheduler itself does (`fleet_counts`: `claim_next` handing
+jobs to an unbounded fleet of every kind claiming at once, plus the jobs already running on
+that kind of worker). `test_one_rule.py` checks the same on random states.
 
 A paused team is one whose jobs may not start: a team whose running-job quota is used up
 (`team_at_quota`), or one over its weekly device-hours (`team_over_weekly_device_hours`).
@@ -12,6 +13,7 @@ A paused team is one whose jobs may not start: a team whose running-job quota is
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,13 +25,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.jobs.domain.accounts import repository as accounts
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.base import utcnow
+from archsearch.jobs.domain.jobs import claimable
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.repository import Placement, create_job
 from archsearch.jobs.domain.jobs.scheduler import claim_next
-from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import Job, WorkerRecord
 from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.domain.usage.tables import JobAttempt
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 from tests.k8s.conftest import render
 
 KINDS = ("cpu", "cuda")
@@ -133,6 +137,7 @@ def cuda_vs_cpu(seed: Seed) -> None:
     for device in ("cpu", "cpu", "cuda", "cuda", "cuda", "auto"):
         seed.job("alice", device)
     seed.job("alice", "auto", gpu_memory=40)  # asks for GPU memory: never a CPU worker's
+    # The plain `auto` job counts once, for cpu: both kinds' claims reach it first.
     seed.job(None, "cpu")  # a job without owner (auth off): no quota applies
 
 
@@ -148,7 +153,7 @@ def user_quota_full(seed: Seed) -> None:
         seed.job("alice", "cuda")
     seed.job("bob", "cuda", running_on="gpu-1")
     for _ in range(4):
-        seed.job("bob", "cpu")  # bob has room for two more, whatever their device
+        seed.job("bob", "cpu")  # bob has room for two more: his two oldest, on cpu
     seed.job("bob", "cuda")
 
 
@@ -175,7 +180,7 @@ def priorities(seed: Seed) -> None:
     seed.job("alice", "cpu", LOW)  # alice's quota: only one of her two starts
     seed.job("bob", "cpu", LOW)
     seed.job("bob", "cuda", URGENT)
-    seed.job("bob", "cpu", NORMAL)  # team quota 2: per device, two start at most
+    seed.job("bob", "cpu", NORMAL)  # team quota 2: the two urgent jobs, one per kind
 
 
 def lost_worker(seed: Seed) -> None:
@@ -200,27 +205,96 @@ def team_over_weekly_device_hours(seed: Seed) -> None:
         seed.job("carol", device)
 
 
+def paused(seed: Seed) -> None:
+    seed.team("alpha", max_running=0)  # a quota of 0 pauses: no job of alpha starts
+    seed.team("beta")
+    seed.user("alice", "alpha")
+    seed.user("bob", "beta", max_running=0)
+    seed.user("carol", "beta")
+    for user, device in (("alice", "cpu"), ("alice", "cuda"), ("bob", "cpu"), ("bob", "auto")):
+        seed.job(user, device)
+    seed.job("carol", "cuda")
+
+
+def fair_share_across_kinds(seed: Seed) -> None:
+    seed.team("alpha", max_running=2)
+    seed.user("alice", "alpha")
+    seed.user("bob", "alpha")
+    seed.worker("cpu-1", "cpu")
+    seed.job("alice", "cpu", running_on="cpu-1")
+    seed.job("alice", "cpu")  # older, but alice runs a job and bob none:
+    seed.job("bob", "cuda")  # the team's last room goes to bob's, on cuda
+
+
 SCENARIOS: dict[str, tuple[Callable[[Seed], None], dict[str, int]]] = {
     "empty_queue": (empty_queue, {"cpu": 0, "cuda": 0}),
-    "cuda_vs_cpu": (cuda_vs_cpu, {"cpu": 4, "cuda": 5}),
-    "user_quota_full": (user_quota_full, {"cpu": 1 + 2, "cuda": 1 + 1}),
+    "paused": (paused, {"cpu": 0, "cuda": 1}),
+    "fair_share_across_kinds": (fair_share_across_kinds, {"cpu": 1, "cuda": 1}),
+    "cuda_vs_cpu": (cuda_vs_cpu, {"cpu": 4, "cuda": 4}),
+    "user_quota_full": (user_quota_full, {"cpu": 1 + 2, "cuda": 1}),
     "team_at_quota": (team_at_quota, {"cpu": 0, "cuda": 1 + 3}),
-    "priorities": (priorities, {"cpu": 2, "cuda": 1}),
+    "priorities": (priorities, {"cpu": 1, "cuda": 1}),
     "lost_worker": (lost_worker, {"cpu": 1, "cuda": 1}),
-    "team_over_weekly_device_hours": (team_over_weekly_device_hours, {"cpu": 1 + 2, "cuda": 2}),
+    "team_over_weekly_device_hours": (team_over_weekly_device_hours, {"cpu": 1 + 2, "cuda": 1}),
 }
 
 
-def scheduler_count(session: Session, kind: str) -> int:
-    """Running on `kind` workers now + what `claim_next` hands such workers until none is
-    eligible: the scheduler's own answer, inside a savepoint rolled back after."""
+# The claim's fair-share rank of a job (`claim_sql._FAIR_PICK`): the job a fleet of every
+# kind claims next is the one of least rank among what each kind's claim would take.
+FAIR_RANK = text(
+    "SELECT -j.priority, coalesce(r.running, 0), j.created_at, j.id FROM jobs j"
+    " LEFT JOIN running_counts r ON r.kind = 'user' AND r.subject_id = j.owner_id"
+    " AND r.shard = 0 WHERE j.id = :id"
+)
+
+
+def offer(kind: str, settings: Settings) -> Offer:
+    """What a worker of the fleet's `kind` offers (`any`: the embedded runner's)."""
+    return Offer(kind, settings.fleet_gpu_memory_gb if kind == "cuda" else None)
+
+
+def running_per_kind(session: Session) -> Counter[str]:
     rows = session.execute(RUNNING_WITH_WORKER_DEVICE)
-    running = sum(1 for r in rows if (r[1] or ("cuda" if r[2] == "cuda" else "cpu")) == kind)
-    savepoint, claimed = session.begin_nested(), 0
-    while claim_next(session, f"sim-{uuid.uuid4().hex[:6]}", Offer(kind), Settings()) is not None:
-        claimed += 1
+    return Counter(r[1] or ("cuda" if r[2] == "cuda" else "cpu") for r in rows)
+
+
+def _next_claimant(session: Session, settings: Settings) -> str | None:
+    """The kind whose claim takes the job of least fair-share rank (each claim tried in a
+    savepoint rolled back); an `auto` job both kinds reach goes to the first kind, cpu."""
+    ranks = {}
+    for kind in KINDS:
+        trial = session.begin_nested()
+        job_id = claim_next(session, "trial", offer(kind, settings), settings)
+        trial.rollback()
+        if job_id is not None:
+            ranks[kind] = tuple(session.execute(FAIR_RANK, {"id": job_id}).one())
+    return min(ranks, key=lambda kind: (ranks[kind], KINDS.index(kind)), default=None)
+
+
+def claimed_by(session: Session, settings: Settings, kinds: tuple[str, ...]) -> Counter[str]:
+    """What `claim_next` hands out to an unbounded fleet of every kind in `kinds`, claiming at
+    once, per kind (inside a savepoint rolled back after). `("any",)`: the embedded runner,
+    which takes every job: what can run at once."""
+    savepoint, claimed = session.begin_nested(), Counter[str]()
+    while True:
+        kind = kinds[0] if kinds == ("any",) else _next_claimant(session, settings)
+        if kind is None:
+            break
+        worker = f"sim-{uuid.uuid4().hex[:6]}"
+        if claim_next(session, worker, offer(kind, settings), settings) is None:
+            break
+        claimed[kind] += 1
     savepoint.rollback()
-    return running + claimed
+    return claimed
+
+
+def fleet_counts(session: Session, settings: Settings) -> Counter[str]:
+    """Per kind: running on that kind now + what the fleet of every kind is handed."""
+    return running_per_kind(session) + claimed_by(session, settings, KINDS)
+
+
+def query_counts(session: Session, queries: dict[str, str]) -> dict[str, int]:
+    return {kind: session.execute(text(queries[kind])).scalar_one() for kind in KINDS}
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -230,23 +304,38 @@ def test_keda_query_counts_the_jobs_a_worker_could_start(
     seed_scenario, expected = SCENARIOS[scenario]
     seed_scenario(Seed(session))
     session.flush()
-    for kind in KINDS:
-        counted = session.execute(text(queries[kind])).scalar_one()
-        assert (counted, scheduler_count(session, kind)) == (expected[kind],) * 2, kind
+    counted, scheduled = query_counts(session, queries), fleet_counts(session, Settings())
+    assert counted == {kind: scheduled[kind] for kind in KINDS} == expected
 
 
-def test_query_defaults_match_the_configmap(queries: dict[str, str]) -> None:
-    (config,) = [o for o in render("keda") if o["kind"] == "ConfigMap"]
+def test_query_arguments_match_the_configmap(queries: dict[str, str]) -> None:
+    """Each query is one call of the installed count, with the ConfigMap's settings."""
+    (config,) = [
+        o
+        for o in render("keda")
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "archsearch-config"
+    ]
     settings = Settings.model_validate(
         {k.removeprefix("ARCHSEARCH_").lower(): v for k, v in config["data"].items()}
     )
-    as_sql = [
-        "NULL::int" if v is None else f"{v}::int"
-        for v in (settings.max_running_per_user, settings.max_running_per_team)
-    ]
-    line = f"SELECT {as_sql[0]} AS per_user, {as_sql[1]} AS per_team"
-    assert all(line in query for query in queries.values())
-    # The two kinds' queries differ only in the device they count.
-    cpu = queries["cpu"].replace("\n    AND j.min_gpu_memory_gb IS NULL", "")
-    cpu = cpu.split("\n", 1)[1].split("--", 1)[0]
-    assert cpu.replace("cpu", "cuda") == queries["cuda"].split("\n", 1)[1].split("--", 1)[0]
+    defaults = (settings.max_running_per_user, settings.max_running_per_team)
+    for kind, query in queries.items():
+        call = claimable.count_query(
+            kind, defaults, settings.fleet_gpu_memory_gb, settings.max_attempts
+        )
+        assert query.splitlines()[-1] == call
+        assert all(line.startswith("--") for line in query.splitlines()[:-1])
+
+
+def test_installed_function_is_the_one_the_code_renders(session: Session) -> None:
+    """The migrations installed the count the code defines now: a change to the rule comes
+    with a migration that installs it again."""
+    installed = session.execute(
+        text(
+            "SELECT string_agg(prosrc, '' ORDER BY proname) FROM pg_proc"
+            " WHERE proname IN ('archsearch_claimable', 'archsearch_claim_candidates',"
+            " 'archsearch_fill_team')"
+        )
+    ).scalar_one()
+    rendered = claimable.function_bodies()
+    assert installed == "".join(rendered[name] for name in sorted(rendered))

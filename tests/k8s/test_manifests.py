@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ from tests.conftest import REPO_ROOT
 from tests.k8s.conftest import OVERLAYS, SCHEMAS, ensure_python_tool
 
 KUBERNETES_VERSION = "1.32.0"
+CONFIG = "archsearch-config"
+PGBOUNCER = "archsearch-pgbouncer"
+GRACE_MARGIN = 60  # seconds beyond the stop grace and one lease
+GENERATED_SUFFIX = re.compile(r"(?<=^archsearch-pgbouncer)-[a-z0-9]{10}$")
 README = (REPO_ROOT / "README.md").read_text()
 Objects = dict[str, list[dict[str, Any]]]
 
@@ -36,7 +41,13 @@ def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def names(objects: list[dict[str, Any]]) -> list[str]:
-    return sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+    # A generated ConfigMap's name ends in a hash of its content: compared without it.
+    return sorted(f"{o['kind']}/{GENERATED_SUFFIX.sub('', o['metadata']['name'])}" for o in objects)
+
+
+def archsearch_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (config,) = [o for o in of_kind(objects, "ConfigMap") if o["metadata"]["name"] == CONFIG]
+    return config
 
 
 def test_every_overlay_renders_the_stack(rendered: Objects) -> None:
@@ -47,12 +58,26 @@ def test_every_overlay_renders_the_stack(rendered: Objects) -> None:
         "Job/archsearch-migrate",
         "PodDisruptionBudget/archsearch-api",
         "Service/archsearch-api",
+        "ServiceAccount/archsearch",
+        "NetworkPolicy/archsearch-default-deny",
+        "NetworkPolicy/archsearch-api-ingress",
+        "NetworkPolicy/archsearch-egress-dns",
+        "NetworkPolicy/archsearch-egress-state",
+        "NetworkPolicy/archsearch-egress-internet",
     }
     gpu = {"Deployment/archsearch-worker-gpu"}
     keda = {"ScaledObject/archsearch-worker-cpu", "ScaledObject/archsearch-worker-gpu"}
+    pgbouncer = {
+        "ConfigMap/archsearch-pgbouncer",
+        "Deployment/archsearch-pgbouncer",
+        "Service/archsearch-pgbouncer",
+        "PodDisruptionBudget/archsearch-pgbouncer",
+        "NetworkPolicy/archsearch-pgbouncer-ingress",
+    }
     assert set(names(rendered["cpu"])) == common
     assert set(names(rendered["gpu"])) == common | gpu
-    assert set(names(rendered["keda"])) == common | gpu | keda
+    assert set(names(rendered["keda"])) == common | gpu | keda | pgbouncer
+    assert set(names(rendered["kueue"])) == common | gpu | keda | pgbouncer
     for objects in rendered.values():
         assert {o["metadata"]["namespace"] for o in objects} == {"archsearch"}
 
@@ -131,9 +156,11 @@ def test_no_literal_secret(rendered: Objects, overlay: str) -> None:
                 if any(var["name"].endswith(field) for field in secret_fields):
                     assert "value" not in var, var["name"]
                     assert var["valueFrom"]["secretKeyRef"]["name"] == "archsearch-secrets"
-    (config,) = of_kind(objects, "ConfigMap")
+    config = archsearch_config(objects)
     assert not [k for k in config["data"] if any(k.endswith(f) for f in secret_fields)]
-    assert "@" not in json.dumps(config["data"])  # no URL with credentials in it
+    for config in of_kind(objects, "ConfigMap"):
+        assert "@" not in json.dumps(config["data"])  # no URL with credentials in it
+        assert "password=" not in json.dumps(config["data"])  # nor a libpq password
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -143,7 +170,7 @@ def test_gpu_limits_only_on_gpu_workers(rendered: Objects, overlay: str) -> None
         limits = [c["resources"].get("limits", {}) for c in containers(spec)]
         gpus = sum(int(limit.get("nvidia.com/gpu", 0)) for limit in limits)
         if obj["metadata"]["name"] == "archsearch-worker-gpu":
-            assert overlay in ("gpu", "keda") and gpus == 1
+            assert overlay in ("gpu", "keda", "kueue") and gpus == 1
             assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
             assert "nvidia.com/gpu.product" in spec["nodeSelector"]
             assert spec["containers"][0]["args"] == ["worker", "--device", "cuda"]
@@ -159,7 +186,8 @@ def test_api_probes_and_disruption_budget(rendered: Objects, overlay: str) -> No
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    (budget,) = of_kind(objects, "PodDisruptionBudget")
+    budgets = of_kind(objects, "PodDisruptionBudget")
+    (budget,) = [b for b in budgets if b["metadata"]["name"] == "archsearch-api"]
     labels = api["spec"]["template"]["metadata"]["labels"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert budget["spec"]["minAvailable"] == 1 < api["spec"]["replicas"]
@@ -168,16 +196,21 @@ def test_api_probes_and_disruption_budget(rendered: Objects, overlay: str) -> No
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_workers_get_the_time_to_hand_their_job_back(rendered: Objects, overlay: str) -> None:
     objects = rendered[overlay]
-    (config,) = of_kind(objects, "ConfigMap")
-    settings = Settings.model_validate(
-        {k.removeprefix("ARCHSEARCH_").lower(): v for k, v in config["data"].items()}
-    )
+    settings = configured_settings(objects)
     workers = [o for o in of_kind(objects, "Deployment") if "worker" in o["metadata"]["name"]]
     assert workers
     for worker in workers:
         grace = worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-        # The stop deadline, one more step, the checkpoint and the hand-back fit the grace.
-        assert settings.stop_grace_seconds + settings.lease_seconds <= grace
+        # The stop deadline, one more step, the checkpoint and the hand-back fit the grace,
+        # with a margin for Celery's shutdown and a slow object store.
+        assert settings.stop_grace_seconds + settings.lease_seconds + GRACE_MARGIN <= grace
+
+
+def configured_settings(objects: list[dict[str, Any]]) -> Settings:
+    config = archsearch_config(objects)
+    return Settings.model_validate(
+        {k.removeprefix("ARCHSEARCH_").lower(): v for k, v in config["data"].items()}
+    )
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -194,7 +227,7 @@ def test_workers_take_the_torch_threads_their_pod_requests(rendered: Objects, ov
 
 
 def test_config_keys_are_settings_and_the_migration_runs_upgrade(rendered: Objects) -> None:
-    (config,) = of_kind(rendered["cpu"], "ConfigMap")
+    config = archsearch_config(rendered["cpu"])
     fields = {f"ARCHSEARCH_{name.upper()}" for name in Settings.model_fields}
     assert set(config["data"]) <= fields
     (job,) = of_kind(rendered["cpu"], "Job")
@@ -215,6 +248,10 @@ def test_readme_creates_every_secret_key_the_manifests_read(rendered: Objects) -
                 if ref:
                     assert ref["name"] == "archsearch-secrets"
                     read.add(ref["key"])
+        for volume in spec.get("volumes", []):
+            if "secret" in volume:
+                assert volume["secret"]["secretName"] == "archsearch-secrets"
+                read.update(item["key"] for item in volume["secret"]["items"])
     assert created == read
     for overlay in OVERLAYS:
         assert f"deploy/k8s/overlays/{overlay}" in section or f"overlays/{overlay}" in section
@@ -225,10 +262,21 @@ def test_the_api_runs_the_slim_image_and_only_workers_carry_the_engine(rendered:
     # outside the base's list), and the API side never pulls the torch image.
     for overlay, objects in rendered.items():
         for o in objects:
-            if o["kind"] not in ("Deployment", "Job"):
+            if o["kind"] not in ("Deployment", "Job") or o["metadata"]["name"] == PGBOUNCER:
                 continue
             worker = o["metadata"]["name"].startswith("archsearch-worker")
             expected = "archsearch-worker" if worker else "archsearch-api"
             for container in containers(o["spec"]["template"]["spec"]):
                 image = container["image"]
                 assert image.startswith(f"ghcr.io/example/{expected}:"), (overlay, image)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_image_is_pinned_to_a_release(rendered: Objects, overlay: str) -> None:
+    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    for spec in pod_specs(rendered[overlay]):
+        for container in containers(spec):
+            name, _, tag = container["image"].rpartition(":")
+            assert name and "/" not in tag and tag not in ("", "latest"), container["image"]
+            if name.startswith("ghcr.io/example/archsearch-"):
+                assert tag == version, container["image"]

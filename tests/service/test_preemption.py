@@ -24,14 +24,14 @@ from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.preemption import plan_preemptions
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.scheduler import pending_reason
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import Job, JobEvent, WorkerRecord
 from archsearch.jobs.platform.broker import CeleryEnqueuer
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.reaper import preempt_for_waiting_jobs
-from archsearch.schemas.jobs import PRIORITY_LEVELS
+from archsearch.schemas.jobs import PRIORITY_LEVELS, JobStatus
 from tests.service.conftest import start_worker
 from tests.service.procs import REDIS_URL, create_database, drop_database
 

@@ -25,11 +25,12 @@ from archsearch.jobs.domain.jobs.scheduler import (
     pending_reason,
     queue_position,
 )
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus, RunningCount
+from archsearch.jobs.domain.tables import Job, JobEvent, RunningCount
 from archsearch.jobs.domain.usage.tables import JobAttempt
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 from tests.service.procs import create_database, drop_database
 
 pytestmark = pytest.mark.service
@@ -121,6 +122,35 @@ def test_team_quota_and_device_placement(db: sessionmaker[Session], people: dict
             "waiting for a worker with a CUDA device"
         )
     assert claim(db, Offer("cuda", 16.0)) == gpu_job
+
+
+@pytest.mark.parametrize("database", ["postgresql", "sqlite"])
+def test_a_quota_of_zero_pauses_a_user_or_a_team(
+    database: str, db: sessionmaker[Session], tmp_path: Any
+) -> None:
+    """0 is a quota (nothing starts), not "unset": on the claim's one-statement path
+    (PostgreSQL) and on the in-process one (SQLite, embedded) alike."""
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'paused.db'}"
+        upgrade(url)
+        db = make_session_factory(make_engine(url))
+    with transaction(db) as session:
+        paused_team = account_repo.create_team(session, "paused", 0)
+        open_team = account_repo.create_team(session, "open", None)
+        users = {
+            "alice": account_repo.create_user(session, paused_team, "alice", False, None),
+            "bob": account_repo.create_user(session, open_team, "bob", False, 0),
+            "carol": account_repo.create_user(session, open_team, "carol", False, None),
+        }
+        people = {name: (user.id, user.team_id) for name, user in users.items()}
+    alice, bob = submit(db, people, "alice", 10), submit(db, people, "bob", 10)
+    carol = submit(db, people, "carol")
+    assert [claim(db, worker=f"w{i}") for i in range(2)] == [carol, None]
+    with db() as session:
+        reasons = [
+            pending_reason(session, session.get_one(Job, j), Settings()) for j in (alice, bob)
+        ]
+    assert reasons == ["team quota 0/0 in use", "user quota 0/0 in use"]
 
 
 def test_higher_priority_jobs_ahead_are_counted(db: sessionmaker[Session], people: dict) -> None:

@@ -22,12 +22,13 @@ from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import claim_next, pending_reason
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.domain.usage.tables import JobAttempt
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 from tests.service import procs
 
 pytestmark = pytest.mark.service

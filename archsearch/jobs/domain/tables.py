@@ -115,6 +115,21 @@ class Job(Base):
             postgresql_where=text("status = 'queued'"),
             sqlite_where=text("status = 'queued'"),
         ),
+        # The scheduler's tick asks whether a device's jobs have waited long (one probe per
+        # device kind) and which leases expired: each reads only the rows it answers with.
+        Index(
+            "ix_jobs_queued_device_created_at",
+            "device",
+            "created_at",
+            postgresql_where=text("status = 'queued'"),
+            sqlite_where=text("status = 'queued'"),
+        ),
+        Index(
+            "ix_jobs_running_lease_expires_at",
+            "lease_expires_at",
+            postgresql_where=text("status = 'running'"),
+            sqlite_where=text("status = 'running'"),
+        ),
     )
 
 
@@ -193,6 +208,22 @@ class WorkerRecord(Base):
     current_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     started_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+    # Every presence update prunes the rows of workers silent for an hour, and the scheduler
+    # reads the live ones: both a range of this index, not the whole registry.
+    __table_args__ = (Index("ix_workers_heartbeat_at", "heartbeat_at"),)
+
+
+class SweeperTurn(Base):
+    """Which worker runs the fleet's sweeps (reaping, quota holds, preemption, wake-ups,
+    studies, orphans) until when: one row per sweep, taken by whoever finds it expired
+    (`jobs/sweeper.py`), so the sweeps cost the same whatever the number of workers."""
+
+    __tablename__ = "sweeper_turns"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    expires_at: Mapped[datetime] = mapped_column(Timestamp)
 
 
 class RunningCount(Base):

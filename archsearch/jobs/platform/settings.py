@@ -71,6 +71,14 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         default=60.0, gt=0, description="a silent worker loses its job after this"
     )
+    progress_flush_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        le=60,
+        description="how often a running job writes its progress and metric points: a "
+        "live curve's delay, and the fleet's most frequent write (2 s for a large fleet: "
+        "docs/cluster.md)",
+    )
     storage_outage_limit_seconds: float = Field(
         default=600.0,
         gt=0,
@@ -123,6 +131,12 @@ class Settings(BaseSettings):
     )
     max_running_per_user: int | None = Field(default=None, ge=1, description="default user quota")
     max_running_per_team: int | None = Field(default=None, ge=1, description="default team quota")
+    fleet_gpu_memory_gb: float | None = Field(
+        default=None,
+        gt=0,
+        description="cluster: the GPU memory (GB) each autoscaled CUDA worker offers; the "
+        "autoscaler's count leaves out jobs asking more (unset: every request fits)",
+    )
     worker_device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="what a worker process offers; auto: CUDA when present"
     )
@@ -137,6 +151,11 @@ class Settings(BaseSettings):
     )
     worker_processes: int = Field(
         default=1, ge=1, description="worker processes that share this machine's cores"
+    )
+    worker_alive_file: Path | None = Field(
+        default=None,
+        description="touched by every worker process at each heartbeat; `archsearch worker "
+        "alive` (the pods' liveness probe) reads its age. Default: `home`/worker-alive",
     )
     dataset_cache_dir: Path | None = Field(
         default=None,
@@ -254,6 +273,10 @@ class Settings(BaseSettings):
     @cached_property
     def resolved_artifact_root(self) -> Path:
         return self.artifact_root or self.home / "artifacts"
+
+    @cached_property
+    def resolved_worker_alive_file(self) -> Path:
+        return self.worker_alive_file or self.home / "worker-alive"
 
     @cached_property
     def data_dirs(self) -> tuple[Path, ...]:

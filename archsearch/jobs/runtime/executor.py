@@ -35,7 +35,6 @@ from archsearch.core.methods import get_method
 from archsearch.jobs.domain.jobs import claims, handback, repository, worker_repository
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import claim_next
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import (
     StorageConfigError,
@@ -50,6 +49,7 @@ from archsearch.jobs.runtime.device import pick_device
 from archsearch.jobs.runtime.joblog import JobLog
 from archsearch.jobs.runtime.lease import LeaseKeeper
 from archsearch.jobs.runtime.warmup import release_memory
+from archsearch.schemas.jobs import JobStatus
 from archsearch.specs import JobBase, parse_job_spec
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,8 @@ def _run(
     try:
         spec = parse_job_spec(raw_spec)
         device = pick_device(spec)
-        ctx = DbRunContext(services, job_id, device, lease.lost, job_stop=lease.stop)
+        flush = services.settings.progress_flush_seconds
+        ctx = DbRunContext(services, job_id, device, lease.lost, flush, job_stop=lease.stop)
         data = load_job_dataset(services, spec)
         return Outcome.succeeded(_run_method(spec, data, ctx))
     except JobPreempted as exc:

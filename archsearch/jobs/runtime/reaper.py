@@ -1,4 +1,5 @@
-"""The scheduler's tick, run by every live worker: returns to the queue the running jobs
+"""The scheduler's sweeps, run by the one worker that holds the sweeps' turn
+(`jobs/domain/jobs/sweeper.py`): returns to the queue the running jobs
 whose worker stopped renewing its lease (the next attempt resumes from the job's last
 checkpoint), holds the teams over their weekly device-hours (`usage/quota.py`), and, with
 `preemption` set, asks running jobs of lower priority to make way (`jobs/preemption.py`).
@@ -12,11 +13,12 @@ import uuid
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
 from archsearch.jobs.domain.jobs import claims, preemption, repository
-from archsearch.jobs.domain.tables import JobStatus
+from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
+from archsearch.schemas.jobs import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +37,9 @@ def reap_expired(services: Services, enqueuer: Enqueuer) -> list[uuid.UUID]:
                 claims.requeue_job(session, job_id, f"lease expired (worker {job.worker} lost)")
             except InvalidTransition:
                 continue
-        enqueuer.enqueue(job_id, job.device)
         requeued.append(job_id)
         log.warning("requeued job %s after its worker was lost", job_id)
+        wake(enqueuer, job_id, job.device)
     return requeued
 
 
@@ -47,10 +49,19 @@ def wake_for_waiting_jobs(
     """Send a wake-up for each device whose queued jobs have waited long: their first message
     may have reached a worker that could not take them then (quota, device)."""
     with transaction(services.sessions) as session:
-        devices = repository.devices_waiting_since(session, older_than_seconds)
+        devices = queue.devices_waiting_since(session, older_than_seconds)
     for device in devices:
-        enqueuer.enqueue(uuid.uuid4(), device)
+        wake(enqueuer, uuid.uuid4(), device)
     return devices
+
+
+def wake(enqueuer: Enqueuer, job_id: uuid.UUID, device: str) -> None:
+    """A wake-up for a job already safe in the database: with the broker down it is only
+    late (the next sweep sends another), never a failure of the sweep or the job."""
+    try:
+        enqueuer.enqueue(job_id, device)
+    except Exception as exc:  # whatever the broker client raises
+        log.warning("wake-up for %s jobs not sent, the next sweep retries (%s)", device, exc)
 
 
 def hold_teams_over_quota(services: Services) -> dict[str, str | None]:

@@ -132,13 +132,26 @@ class Pick:
     unlimited: bool  # no quota applies to its owner or its team
 
 
+def device_fits(device: str, gpu_memory: str | None, *, may_be_null: bool = False) -> str:
+    """Whether a job `j` fits a worker offering `device` with `gpu_memory` GB (an SQL
+    expression; None, or NULL with `may_be_null`: not known, so any request fits). The
+    claim and the autoscaler's count (`claimable.py`) both read it from here."""
+    accepts = f"j.device IN {_sql_list(Offer(device).accepts)}"
+    if device == "cpu":
+        return f"({accepts} AND j.min_gpu_memory_gb IS NULL)"  # asks for GPU memory: not here
+    if device == "cuda" and gpu_memory is not None:
+        return (
+            f"({accepts} AND (j.min_gpu_memory_gb IS NULL"
+            + (f" OR {gpu_memory} IS NULL" if may_be_null else "")
+            + f" OR j.min_gpu_memory_gb <= {gpu_memory}))"
+        )
+    return f"({accepts})"
+
+
 def _eligible(offer: Offer) -> str:
-    where = f"j.status = 'queued' AND j.device IN {_sql_list(offer.accepts)}"
-    if offer.device == "cpu":
-        where += " AND j.min_gpu_memory_gb IS NULL"  # asks for GPU memory: not here
-    elif offer.device == "cuda" and offer.gpu_memory_gb is not None:
-        where += " AND (j.min_gpu_memory_gb IS NULL OR j.min_gpu_memory_gb <= :gpu_memory_gb)"
-    return where + _NOT_FULL
+    known = offer.device == "cuda" and offer.gpu_memory_gb is not None
+    fits = device_fits(offer.device, ":gpu_memory_gb" if known else None)
+    return f"j.status = 'queued' AND {fits}" + _NOT_FULL
 
 
 def _sql_list(words: tuple[str, ...]) -> str:

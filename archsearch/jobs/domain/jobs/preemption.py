@@ -17,17 +17,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select, text
+from sqlalchemy import or_, select, text
 from sqlalchemy.orm import Session
 
+from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.base import as_utc
 from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import full_owners_and_teams, live_workers
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import Job, JobEvent, WorkerRecord
 from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.settings import Settings
-from archsearch.schemas.jobs import PRIORITY_LEVELS, priority_name
+from archsearch.schemas.jobs import PRIORITY_LEVELS, JobStatus, priority_name
 
 PREEMPTION_LOCK = 0x7072_6565_6D70_7431  # one preemption tick at a time, across workers
 ACTOR = "scheduler"
@@ -76,16 +77,18 @@ def _take_tick_lock(session: Session) -> bool:
 def _waiting_jobs(session: Session, settings: Settings, level: int) -> list[Job]:
     """Queued jobs that may preempt, in scheduler order, leaving out those a quota holds:
     a free worker would not start them either."""
+    per_user, per_team = queue.running_counts(session)
+    full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
+    full_users |= queue.paused(session, User)
+    held = full_teams | queue.paused(session, Team) | quota.held_teams(session)
     query = (
         select(Job)
         .where(Job.status == JobStatus.queued, Job.priority >= level, ~Job.cancel_requested)
+        .where(or_(Job.owner_id.is_(None), Job.owner_id.not_in(full_users)))
+        .where(or_(Job.team_id.is_(None), Job.team_id.not_in(held)))
         .order_by(Job.priority.desc(), Job.created_at, Job.id)
     )
-    jobs = list(session.scalars(query))
-    per_user, per_team = queue.running_counts(session)
-    full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
-    held = full_teams | quota.held_teams(session)
-    return [j for j in jobs if j.owner_id not in full_users and j.team_id not in held]
+    return list(session.scalars(query))
 
 
 def _slots(session: Session, settings: Settings) -> list[Slot]:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import exists, func, literal, or_, select, text, union_all
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
+from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.tables import Job, JobStatus, RunningCount
+from archsearch.jobs.domain.tables import Job, RunningCount
+from archsearch.schemas.jobs import JobStatus
 
 _CLAIM_LOCK_KEY = 0x61726368  # "arch": one advisory lock serialises claims cluster-wide
 
@@ -70,6 +73,11 @@ def max_running(
     return {row.id: row.max_running for row in session.execute(query)}
 
 
+def paused(session: Session, model: type[User] | type[Team]) -> set[uuid.UUID]:
+    """Users (or teams) whose quota is 0: none of their jobs starts."""
+    return set(session.scalars(select(model.id).where(model.max_running == 0)))
+
+
 def eligible_queued_jobs(
     session: Session,
     offer: Offer,
@@ -96,6 +104,24 @@ def eligible_queued_jobs(
     if full_teams:
         query = query.where(or_(Job.team_id.is_(None), Job.team_id.not_in(full_teams)))
     return list(session.scalars(query))
+
+
+JOB_DEVICES = ("cpu", "cuda", "auto")  # what a job may ask for (`Job.device`)
+
+
+def devices_waiting_since(session: Session, seconds: float) -> set[str]:
+    """Devices asked for by jobs queued longer than `seconds`: one probe per device of
+    `ix_jobs_queued_device_created_at` (its first entry answers), whatever the queue's length."""
+    cutoff = utcnow() - timedelta(seconds=seconds)
+    probes = [
+        select(literal(device)).where(
+            exists().where(
+                Job.status == JobStatus.queued, Job.device == device, Job.created_at < cutoff
+            )
+        )
+        for device in JOB_DEVICES
+    ]
+    return set(session.scalars(union_all(*probes)))
 
 
 def queued_ahead_of(session: Session, job: Job) -> int:

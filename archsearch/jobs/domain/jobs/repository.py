@@ -6,7 +6,6 @@ import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -17,9 +16,10 @@ from archsearch.jobs.domain.accounts.tables import User
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.errors import InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs.states import transition
-from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobStatus, JobTag, Metric
+from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, JobTag, Metric
 from archsearch.jobs.domain.webhooks import events
 from archsearch.jobs.platform.store import StoredFile
+from archsearch.schemas.jobs import JobStatus
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,9 @@ def record_progress(
     }
     if latest:
         values["latest_metrics"] = finite_only(latest)
-    session.execute(update(Job).where(Job.id == job_id).values(**values))
-    return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+    # One statement: the fleet's most frequent write (every running job, twice a second).
+    statement = update(Job).where(Job.id == job_id).values(**values)
+    return bool(session.scalar(statement.returning(Job.cancel_requested)))
 
 
 def finite_only(metrics: dict[str, float]) -> dict[str, float]:
@@ -279,15 +280,6 @@ def job_ids_with_status(session: Session, status: JobStatus) -> list[uuid.UUID]:
     """Ids in submission order (oldest first)."""
     query = select(Job.id).where(Job.status == status).order_by(Job.created_at, Job.id)
     return list(session.scalars(query))
-
-
-def devices_waiting_since(session: Session, seconds: float) -> set[str]:
-    """Devices asked for by jobs queued longer than `seconds`."""
-    cutoff = utcnow() - timedelta(seconds=seconds)
-    query = (
-        select(Job.device).where(Job.status == JobStatus.queued, Job.created_at < cutoff).distinct()
-    )
-    return set(session.scalars(query))
 
 
 def files_of_jobs(

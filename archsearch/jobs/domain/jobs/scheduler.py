@@ -6,7 +6,9 @@ per team. On PostgreSQL a claim is usually one statement (`claim_sql.py`): claim
 wait on each other (`FOR UPDATE SKIP LOCKED`), and running counts come from a table the
 database keeps. Claims that count against a quota finish under one claim lock, with the
 counts read again under it, so quotas hold exactly with many workers claiming at once.
-The rules live here; their SQL lives in `claim_sql.py` and `queue_repository.py`.
+The rules live here; their SQL lives in `claim_sql.py` and `queue_repository.py`, and the
+autoscaler's count of what a claim would hand out, built from the claim's own text, in
+`claimable.py`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
 from archsearch.jobs.domain.jobs.devices import missing_device_reason
 from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import Job, WorkerRecord
 from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 
 CANDIDATE_WINDOW = 64  # jobs of the top of the queue among which fair share picks
 MAX_PICKS = 16  # picks per claim: a job found finished, exhausted or over quota is passed
@@ -39,8 +42,10 @@ _local_claim_lock = threading.Lock()  # SQLite (one process): the claim lock, wi
 def _limits(
     session: Session, model: type[User] | type[Team], ids: set[uuid.UUID], default: int | None
 ) -> dict[uuid.UUID, int]:
+    # A stored 0 is a quota (paused), not "unset": only None falls back to the default.
     stored = queue.max_running(session, model, ids)
-    return {i: limit for i in ids if (limit := stored.get(i) or default) is not None}
+    limits = {i: default if stored.get(i) is None else stored[i] for i in ids}
+    return {i: limit for i, limit in limits.items() if limit is not None}
 
 
 def full_owners_and_teams(
@@ -53,6 +58,16 @@ def full_owners_and_teams(
         {u for u, n in per_user.items() if u in user_limits and n >= user_limits[u]},
         {t for t, n in per_team.items() if t in team_limits and n >= team_limits[t]},
     )
+
+
+def _running_counts_of(session: Session, job: Job) -> tuple[Counter[uuid.UUID], Counter[uuid.UUID]]:
+    """The job's owner's and team's running jobs, 0 included: a quota of 0 is full."""
+    per_user, per_team = queue.running_counts(session, job.owner_id, job.team_id)
+    if job.owner_id is not None:
+        per_user[job.owner_id] += 0
+    if job.team_id is not None:
+        per_team[job.team_id] += 0
+    return per_user, per_team
 
 
 def pick_fairly(candidates: list[Job], running_per_user: Counter[uuid.UUID]) -> Job | None:
@@ -98,7 +113,7 @@ def claim_next(
 def _at_quota(session: Session, settings: Settings, job_id: uuid.UUID) -> bool:
     job = session.get(Job, job_id)
     assert job is not None, "a picked job is locked, so it exists"
-    per_user, per_team = queue.running_counts(session, job.owner_id, job.team_id)
+    per_user, per_team = _running_counts_of(session, job)
     full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
     return job.owner_id in full_users or job.team_id in full_teams
 
@@ -134,7 +149,8 @@ def _claim_in_process(
     for _ in range(MAX_PICKS):
         per_user, per_team = queue.running_counts(session)
         full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
-        held = full_teams | quota.held_teams(session)
+        full_users |= queue.paused(session, User)
+        held = full_teams | queue.paused(session, Team) | quota.held_teams(session)
         candidates = queue.eligible_queued_jobs(session, offer, full_users, held, CANDIDATE_WINDOW)
         job = pick_fairly(candidates, per_user)
         if job is None:
@@ -161,7 +177,7 @@ def pending_reason(
     """Why a queued job waits, in words a user can act on (`position`: if already known)."""
     if reason := _held_or_preempting(session, job):
         return reason
-    per_user, per_team = queue.running_counts(session, job.owner_id, job.team_id)
+    per_user, per_team = _running_counts_of(session, job)
     full_users, full_teams = full_owners_and_teams(session, settings, per_user, per_team)
     if job.owner_id in full_users:
         limit = _limits(session, User, {job.owner_id}, settings.max_running_per_user)[job.owner_id]

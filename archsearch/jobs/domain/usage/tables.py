@@ -38,4 +38,8 @@ class JobAttempt(Base):
     ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
 
-    __table_args__ = (Index("ix_job_attempts_started_at", "started_at"),)
+    __table_args__ = (
+        Index("ix_job_attempts_started_at", "started_at"),
+        # A team's weekly device-hours: a range of its attempts seen within the week.
+        Index("ix_job_attempts_team_id_last_seen_at", "team_id", "last_seen_at", "started_at"),
+    )
