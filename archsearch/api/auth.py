@@ -75,11 +75,9 @@ async def _cached(
 ) -> Principal:
     cache = app_state(request).token_cache
     if (principal := cache.get(key)) is not None:
-        return principal  # a token known good is never throttled, nor costs a connection
-    address, token = client_address(request), "" if web is not None else header
-    presented = bool(header.strip()) or web is not None  # no credentials is no guess
-    if presented:
-        throttle.check(address, token)
+        return principal  # a token known good costs no connection
+    # The credentials are checked before any count is consulted, so a correct token is
+    # served however many failures its address or its prefix has seen.
     try:
         async with services.async_reader.connect() as connection:
             principal = await connection.run_sync(
@@ -88,8 +86,8 @@ async def _cached(
                 )
             )
     except Unauthenticated:
-        if presented:
-            throttle.failed(address, token)
+        if bool(header.strip()) or web is not None:  # no credentials is no guess
+            throttle.failed(client_address(request), "" if web is not None else header)
         raise
     return principal
 

@@ -16,10 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from archsearch.api.throttle import TooManyAttempts
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.errors import (
+    AmbiguousId,
     Busy,
     Forbidden,
     InvalidCursor,
@@ -46,6 +48,7 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (NotFound, 404, "not_found"),
     (PreviewUnavailable, 404, "no_preview"),
     (InvalidTransition, 409, "invalid_state"),
+    (AmbiguousId, 409, "ambiguous_id"),
     (InvalidCursor, 422, "invalid_cursor"),
     (TooLarge, 413, "too_large"),
     # Any value of the request the server refuses, whoever noticed it (the schema or a check
@@ -70,6 +73,7 @@ FIXED_DETAIL = {
     "invalid_input": "a value of the request cannot be stored (a NUL byte, or a number "
     "out of range)",
 }
+CANDIDATE_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 RETRY_AFTER_SECONDS = 5  # a restarting database or broker is usually back within seconds
 
 # What the OpenAPI schema says every /v1 route may answer besides its success.
@@ -140,6 +144,19 @@ def _status_headers(status: int) -> dict[str, str] | None:
     return None
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of this path accepts. The router's own 405 names only the
+    first route whose path matched, while one path is often served by several routes (one
+    per method); each method is asked of every route through the public `matches`, which
+    also reaches the routes of included routers."""
+    allowed = []
+    for method in CANDIDATE_METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
@@ -160,10 +177,13 @@ def install_error_handlers(app: FastAPI) -> None:
                 return error_response(code, detail, status, headers)
         raise exc
 
-    async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Routing errors (no such path, wrong method) keep the same body shape as ours.
         code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_")
-        return error_response(code, str(exc.detail), exc.status_code, exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(exc.headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return error_response(code, str(exc.detail), exc.status_code, headers)
 
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]

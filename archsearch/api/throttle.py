@@ -1,12 +1,20 @@
 """Failed sign-ins and wrong bearer tokens, counted per client address and per token prefix.
 
-Past `auth_failures_per_minute` failures of one address, or of one token prefix (the
-`ast_xxxx` part a guesser keeps while varying the rest), in the last minute, further
-attempts that are not already known good answer 429 with Retry-After and are logged, before
-any database lookup. A correct token is never slowed: a token verified in the last seconds is
-served from the principal cache before this check, and other addresses and prefixes are not
-counted together. The counts live in this process (each API process counts its own), which
-bounds a guesser per process without a shared store.
+Only failures are counted, and only after the credentials were checked: a correct token is
+served whatever the counts say, so no one can lock another out, neither the users behind
+one NAT or proxy address nor a guesser aiming wrong tokens at a user's token prefix (the
+`ast_xxxx` part a guesser keeps while varying the rest). Past `auth_failures_per_minute`
+failures of one address, or of one prefix, in the last minute, a further failure answers
+429 with Retry-After instead of 401, and is logged.
+
+The address counted is the client's as uvicorn resolved it: the connection's peer, or the
+X-Forwarded-For entry of a proxy named in `forwarded_allow_ips`. A forwarding header from
+any other peer is ignored, so a guesser cannot pick the address its failures count against;
+the users behind an untrusted proxy share its address, which costs them nothing but the 401
+of a wrong token turning into a 429 sooner.
+
+The counts live in this process (each API process counts its own), which bounds a guesser
+per process without a shared store.
 """
 
 from __future__ import annotations
@@ -54,28 +62,28 @@ class AuthThrottle:
         return [f"address {address}"] + ([f"token {prefix}"] if prefix else [])
 
     def _recent(self, key: str, now: float) -> deque[float]:
-        times = self._failures.get(key) or deque()
+        # Only the last `limit` failures matter: the oldest of them says when a try is due.
+        times = self._failures.get(key) or deque(maxlen=max(1, self.limit))
         while times and times[0] <= now - WINDOW_SECONDS:
             times.popleft()
         return times
 
-    def check(self, address: str, token: str) -> None:
-        """Raise `TooManyAttempts` if the address or the token prefix is over the limit."""
-        now = time.monotonic()
-        for key in self._keys(address, token):
-            times = self._recent(key, now)
-            if len(times) >= self.limit:
-                wait = max(1, math.ceil(times[0] + WINDOW_SECONDS - now))
-                log.warning("authentication throttled for %s: %d failures", key, len(times))
-                raise TooManyAttempts(
-                    f"too many failed authentications from this {key.split()[0]}; retry in {wait}s",
-                    wait,
-                )
-
     def failed(self, address: str, token: str) -> None:
-        now = time.monotonic()
+        """Count a failed authentication (call it only once the credentials were checked
+        and refused); raise `TooManyAttempts` if its address or prefix was already at the
+        limit, so the caller answers 429 instead of 401."""
+        now, over = time.monotonic(), None
         for key in self._keys(address, token):
             times = self._recent(key, now)
+            if over is None and len(times) >= self.limit:
+                over = (key, max(1, math.ceil(times[0] + WINDOW_SECONDS - now)))
             times.append(now)
             self._failures[key] = times  # re-set: the entry lives a window past its last failure
         log.warning("failed authentication from %s (token %s…)", address, token_prefix(token))
+        if over is not None:
+            key, wait = over
+            log.warning("authentication throttled for %s", key)
+            raise TooManyAttempts(
+                f"too many failed authentications from this {key.split()[0]}; retry in {wait}s",
+                wait,
+            )

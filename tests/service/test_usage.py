@@ -20,9 +20,9 @@ from archsearch.client import ArchsearchClient
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.jobs import claims
 from archsearch.jobs.domain.jobs import repository as jobs
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.domain.usage import repository as usage_repo
 from archsearch.jobs.platform.db import transaction
+from archsearch.schemas.jobs import JobStatus
 from tests.service import procs
 from tests.service.conftest import Accounts, start_worker
 

@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.jobs import claims
 from archsearch.jobs.domain.jobs import repository as jobs
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
+from archsearch.schemas.jobs import JobStatus
 from tests.service.conftest import Accounts, start_worker
 from tests.service.webhook_receiver import Receiver
 

@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.jobs import claims, handback
 from archsearch.jobs.domain.jobs import repository as jobs
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.domain.usage import repository as usage_repository
 from archsearch.jobs.platform.db import transaction
+from archsearch.schemas.jobs import JobStatus
 from tests.service import procs
 from tests.service.conftest import Accounts
 from tests.service.test_models import record_job

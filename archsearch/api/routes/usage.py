@@ -6,7 +6,6 @@ an admin every team's.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -14,8 +13,9 @@ from fastapi.responses import Response
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep
+from archsearch.api.presenters import usage_answer
 from archsearch.jobs.domain.usage import service
-from archsearch.schemas.usage import UsageFormat, UsageGroup, UsagePublic
+from archsearch.schemas.usage import UsageFormat, UsageGroup, UsagePeriod, UsagePublic
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 CSV_RESPONSE = {200: {"content": {"text/csv": {}}, "description": "the report, as CSV"}}
@@ -25,13 +25,10 @@ CSV_RESPONSE = {200: {"content": {"text/csv": {}}, "description": "the report, a
 async def read_usage(
     session: ReadSessionDep,
     principal: CurrentUser,
-    start: Annotated[datetime | None, Query(alias="from")] = None,
-    end: Annotated[datetime | None, Query(alias="to")] = None,
+    period: Annotated[UsagePeriod, Query()],
     group_by: UsageGroup = "team",
     format: UsageFormat = "json",
 ) -> UsagePublic | Response:
     """Default window: the last seven days up to now."""
-    usage = await session.run_sync(service.report, principal, start, end, group_by)
-    if format == "csv":
-        return Response(service.as_csv(usage), media_type="text/csv")
-    return usage
+    usage = await session.run_sync(service.report, principal, period.from_, period.to, group_by)
+    return usage_answer(usage, format)

@@ -57,7 +57,10 @@
 
   async function loadUsage() {
     try {
-      const u = await api(`/v1/usage?group_by=team&from=${encodeURIComponent(weekStart())}`);
+      // Both ends, as the API requires: to a minute from now, so it always follows `from`.
+      const to = new Date(Date.now() + 60000).toISOString();
+      const period = `from=${encodeURIComponent(weekStart())}&to=${encodeURIComponent(to)}`;
+      const u = await api(`/v1/usage?group_by=team&${period}`);
       fill("usage", u.data.map((r) => el("tr", { "data-team": r.group, "data-device": r.device },
         el("td", { text: r.group }), el("td", { text: r.device }),
         el("td", { class: "num", text: AS.num(r.device_hours) }),

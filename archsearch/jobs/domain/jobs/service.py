@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Sequence
@@ -12,22 +13,24 @@ from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.errors import (
     Forbidden,
     InvalidTransition,
-    QueueUnavailable,
     UnofferedDevice,
 )
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.validation import validate_submission
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import (
     ADMIN_ONLY_PRIORITY_LEVEL,
     PRIORITY_LEVELS,
     TAG_PATTERN,
+    JobStatus,
     Priority,
 )
 from archsearch.specs import JobBase
+
+log = logging.getLogger(__name__)
 
 
 def placement_for(spec: JobBase, principal: Principal, priority: Priority) -> Placement:
@@ -65,7 +68,7 @@ def submit_job(
     priority: Priority = "normal",
     tags: Sequence[str] = (),
 ) -> Job:
-    """Validate, store as `queued`, commit, and only then wake a worker."""
+    """Validate, store as `queued`, commit, and only then wake a worker (best effort)."""
     principal.require("submit")
     require_offered_device(enqueuer, spec)
     placement = placement_for(spec, principal, priority)
@@ -79,20 +82,18 @@ def submit_job(
         tags_with_label(tags, spec.label),
     )
     session.commit()
+    wake_workers(enqueuer, job)
+    return job
+
+
+def wake_workers(enqueuer: Enqueuer, job: Job) -> None:
+    """Tell a worker about a stored job. The job is already safe in the database: with the
+    broker down it stays queued, and the workers' periodic wake-up for waiting jobs reaches
+    it once the broker is back, so an outage only delays it and is no failure of the job."""
     try:
         enqueuer.enqueue(job.id, job.device)
-    except Exception as exc:
-        repository.finish_job(
-            session,
-            job.id,
-            JobStatus.failed,
-            "queue unreachable",
-            actor="system",
-            error=f"the job queue could not be reached ({exc}); resubmit when /readyz is ok",
-        )
-        session.commit()
-        raise QueueUnavailable(f"job {job.id} was not queued: the broker is unreachable") from exc
-    return job
+    except Exception as exc:  # whatever the broker client raises; the job waits for a scan
+        log.warning("job %s stored as queued; its wake-up was not sent (%s)", job.id, exc)
 
 
 def tags_with_label(tags: Sequence[str], label: str | None) -> list[str]:

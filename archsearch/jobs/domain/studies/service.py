@@ -8,6 +8,7 @@ the durable driver (see `adaptive.py`): callers hold no state between calls.
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections import Counter
@@ -21,7 +22,7 @@ from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.datasets.catalog import DatasetFacts
-from archsearch.jobs.domain.errors import QueueUnavailable, UnknownUploadedDataset
+from archsearch.jobs.domain.errors import UnknownUploadedDataset
 from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.service import placement_for, require_offered_device
@@ -30,13 +31,15 @@ from archsearch.jobs.domain.studies import expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.expansion import InvalidStudy, PlannedJob
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.domain.webhooks import events
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
-from archsearch.schemas.jobs import PRIORITY_LEVELS
-from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate
+from archsearch.schemas.jobs import PRIORITY_LEVELS, JobStatus
+from archsearch.schemas.studies import KnobRange, StudyArm, StudyCreate, StudyStatus
 from archsearch.specs import DatasetRef
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from archsearch.jobs.domain.studies import adaptive
@@ -221,15 +224,15 @@ def submit_study(
 
 
 def wake(enqueuer: Enqueuer, jobs: list[tuple[uuid.UUID, str]]) -> None:
-    """One message per job, as a plain submit sends: each may wake a different idle worker."""
+    """One message per job, as a plain submit sends: each may wake a different idle worker.
+    The jobs are committed before: an unreachable broker delays them, never fails the
+    study (the workers' periodic wake-up finds them once it is back)."""
     for job_id, device in jobs:
         try:
             enqueuer.enqueue(job_id, device)
-        except Exception as exc:
-            raise QueueUnavailable(
-                f"the study's jobs are stored but the queue is unreachable ({exc}); "
-                "workers will find them when it is back"
-            ) from exc
+        except Exception as exc:  # whatever the broker client raises
+            log.warning("study jobs stored as queued; their wake-ups were not sent (%s)", exc)
+            return
 
 
 def cancel_study(session: Session, study_id: uuid.UUID, principal: Principal) -> Study:
@@ -250,14 +253,14 @@ def cancel_study(session: Session, study_id: uuid.UUID, principal: Principal) ->
 def _maybe_end(session: Session, study: Study, jobs: list[Job], no_more: bool) -> bool:
     """Mark the study ended once no job is open and no trial is to come (and tell the
     team's webhooks, in the same transaction)."""
-    if study.status != "running" or not no_more:
+    if StudyStatus(study.status).ended or not no_more:
         return False
     if any(not JobStatus(job.status).terminal for job in jobs):
         return False
-    study.status = "cancelled" if study.cancel_requested else "finished"
-    study.finished_at = utcnow()
+    ended = StudyStatus.cancelled if study.cancel_requested else StudyStatus.finished
+    study.status, study.finished_at = ended, utcnow()
     counts = Counter(JobStatus(job.status).value for job in jobs)
-    data = {"study": {"id": str(study.id), "name": study.name, "status": study.status}}
+    data = {"study": {"id": str(study.id), "name": study.name, "status": ended.value}}
     events.record(
         session,
         study.team_id,
@@ -281,7 +284,7 @@ def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> 
         return Advance()
     study = studies_repository.get_study(session, study_id, for_update=True)
     jobs = studies_repository.study_jobs(session, study.id)
-    if study.status != "running":
+    if StudyStatus(study.status).ended:
         return Advance()
     if study.sampler is None or study.cancel_requested:
         return Advance(ended=_maybe_end(session, study, jobs, no_more=True))
