@@ -59,7 +59,7 @@ BUDGET_UNITS = ("steps", "epochs")
 TRANSFER_EVALUATIONS = 10
 # IMP removes this fraction of the remaining weights a round; magnitude is one round of 1.0.
 IMP_PRUNE_FRACTION = 0.2
-# Search strategies with a dense phase before the sparse one (= core.search.strategies).
+# Search strategies with a dense phase, then a fixed top-k (the engine runs them so too).
 DENSE_FIRST = ("lottery_one_shot", "fine_tune")
 
 

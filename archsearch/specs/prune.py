@@ -7,6 +7,7 @@ the Laplacian spectra of section 5). Torch-free: the API validates these without
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
@@ -73,6 +74,28 @@ class PenaltySpec(Frozen):
     adapt_rate: float = Field(default=1.25, gt=1, le=10)
 
 
+# The paper's update interval (Evci et al., 2020: delta T = 100 over ImageNet's tens of
+# thousands of steps).
+PAPER_UPDATE_INTERVAL = 100
+# A job too short for the paper's interval still rewires: with no interval given, it is
+# shortened so that at least this many drop/grow updates run before `end_fraction` (at 100,
+# a 126-step study arm made none and was a static sparse network under RigL's name).
+MIN_RIGL_UPDATES = 10
+
+
+def rigl_updates(interval: int, end_fraction: float, total_steps: int) -> int:
+    """Drop/grow updates a run makes: one after every `interval`-th step while fewer than
+    `end_fraction` of `total_steps` are done (`core.pruning.rigl.RigL.after_step`)."""
+    end = end_fraction * total_steps  # the float the schedule compares steps with
+    updates = max(0, math.ceil(end / interval) - 1)
+    # The division rounds: settle the count on the comparison the schedule makes.
+    while (updates + 1) * interval < end:
+        updates += 1
+    while updates > 0 and updates * interval >= end:
+        updates -= 1
+    return updates
+
+
 class RigLSpec(Frozen):
     """Dynamic sparse training, RigL ("Rigging the Lottery", Evci et al., 2020, section 3).
 
@@ -82,7 +105,14 @@ class RigLSpec(Frozen):
     training; layer densities by Erdos-Renyi-Kernel (`erk`) or the same in every layer.
     """
 
-    update_interval: int = Field(default=100, ge=1, le=1_000_000, description="steps")
+    update_interval: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description=f"steps between updates; null: the paper's {PAPER_UPDATE_INTERVAL}, "
+        f"shortened so that at least {MIN_RIGL_UPDATES} updates run in the job's steps (the "
+        "interval that ran is the metric `rigl_update_interval`)",
+    )
     drop_fraction: float = Field(
         default=0.3, gt=0, lt=1, description="fraction of active weights swapped at step 0"
     )
@@ -92,6 +122,14 @@ class RigLSpec(Frozen):
     distribution: Literal["erk", "uniform"] = Field(
         default="erk", description="per-layer densities: Erdos-Renyi-Kernel or uniform"
     )
+
+    def interval_for(self, total_steps: int) -> int:
+        """The interval that runs in `total_steps`: the one given, else the paper's, shortened
+        to the largest that still makes MIN_RIGL_UPDATES updates (1 when none can)."""
+        if self.update_interval is not None:
+            return self.update_interval
+        end = self.end_fraction * total_steps
+        return max(1, min(PAPER_UPDATE_INTERVAL, math.ceil(end / MIN_RIGL_UPDATES) - 1))
 
 
 # Defaults of `weights: free` ("Disentangling Neural Architectures and Weights"), measured on
@@ -222,6 +260,23 @@ class PruneJob(JobBase):
                 f" model {self.model.name!r} has no units to remove: use granularity 'weight'"
             )
         return self
+
+    def schedule_problems(self, n: int) -> dict[str, str]:
+        """A `rigl.update_interval` the user fixed that makes no update in this job's steps
+        would train a static sparse network under RigL's name: refused, naming the field."""
+        interval = self.rigl.update_interval
+        uses_rigl = self.algorithm == "rigl" or "rigl" in self.baselines
+        if not uses_rigl or interval is None:
+            return {}
+        steps = int(self.training.epochs) * steps_per_epoch(n, self.training.batch_size)
+        if rigl_updates(interval, self.rigl.end_fraction, steps) > 0:
+            return {}
+        return {
+            "rigl.update_interval": f"{interval} steps make no RigL update in this job's "
+            f"{steps} steps (updates stop after end_fraction {self.rigl.end_fraction:g} of "
+            f"them); set it below {self.rigl.end_fraction * steps:g}, or leave it out to have "
+            f"it shortened to make at least {MIN_RIGL_UPDATES} updates"
+        }
 
     def training_rounds(self) -> int:
         """Mask training plus the IMP / magnitude / RigL baselines' rounds, each

@@ -69,6 +69,11 @@ class JobBase(Frozen):
         """
         return {}
 
+    def schedule_problems(self, n: int) -> dict[str, str]:
+        """Fields whose values make a schedule that does nothing on `n` training samples, as
+        {field: what is wrong and what to set}; checked at submit, once the dataset is known."""
+        return {}
+
     def planned_epochs(self) -> int:
         """Epochs over the training set in all of this job's phases."""
         return int(self.training.epochs)

@@ -13,7 +13,6 @@ from archsearch.core.context import InMemoryContext, Result
 from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.errors import JobCancelled
 from archsearch.core.methods import get_method
-from archsearch.core.search import strategies
 from archsearch.specs import JobBase, parse_job_spec
 from archsearch.specs import budget as plan
 from archsearch.specs.budget import fit_to_budget, planned_steps
@@ -204,4 +203,3 @@ def test_units_and_epochs() -> None:
     assert plan.BUDGET_UNITS == ("steps", "epochs")
     assert plan.steps_for_epochs(3, 300, 64) == 15
     assert plan.steps_for_epochs(1.5, 300, 64) == 7
-    assert plan.DENSE_FIRST == strategies.DENSE_FIRST

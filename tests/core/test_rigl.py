@@ -1,8 +1,10 @@
 """RigL (dynamic sparse training): exact density through every update, grown weights start at
-zero, a job learns on digits, and the spec refuses what RigL cannot run."""
+zero, a job learns on digits, a short job still rewires (and says how often), and the spec
+refuses what RigL cannot run."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,13 @@ from archsearch.core.nn.masked import mask_model
 from archsearch.core.pruning.rigl import RigL, RigLSchedule, layer_densities
 from archsearch.specs import parse_job_spec
 from archsearch.specs.errors import problem_field, problem_message
+from archsearch.specs.prune import (
+    MIN_RIGL_UPDATES,
+    PAPER_UPDATE_INTERVAL,
+    PruneJob,
+    RigLSpec,
+    rigl_updates,
+)
 
 SMALL = {"name": "mlp", "hidden": [64]}
 
@@ -115,3 +124,65 @@ def test_the_spec_refuses_what_rigl_cannot_run(
 def test_rigl_as_a_baseline_counts_its_training_round() -> None:
     spec = parse_job_spec({"method": "prune", "dataset": {"name": "digits"}, "baselines": ["rigl"]})
     assert spec.planned_epochs() == 2 * spec.training.epochs  # type: ignore[attr-defined]
+
+
+def test_a_short_job_shortens_the_interval_to_make_updates() -> None:
+    # The study preset's 126 steps: at the paper's interval no update at all.
+    assert rigl_updates(PAPER_UPDATE_INTERVAL, 0.75, 126) == 0
+    assert RigLSpec().interval_for(126) == 9
+    assert rigl_updates(9, 0.75, 126) == MIN_RIGL_UPDATES
+    assert RigLSpec().interval_for(100_000) == PAPER_UPDATE_INTERVAL
+    assert RigLSpec(update_interval=100).interval_for(126) == 100  # the user's value runs
+    for steps in range(2, 3000):
+        interval = RigLSpec().interval_for(steps)
+        most = math.ceil(0.75 * steps) - 1  # an update after every step before the end
+        assert 1 <= interval <= PAPER_UPDATE_INTERVAL
+        assert rigl_updates(interval, 0.75, steps) >= min(MIN_RIGL_UPDATES, most), steps
+
+
+def test_the_counted_updates_are_those_the_hooks_make(data_dirs: tuple[Path, ...]) -> None:
+    model, data = _masked_small(data_dirs)
+    schedule = RigLSchedule(density=0.2, total_steps=126, interval=RigLSpec().interval_for(126))
+    rigl = RigL(model, data, schedule, 64, seed=0)
+    for step in range(126):
+        rigl.after_step(step)
+    assert rigl.updates == rigl_updates(schedule.interval, schedule.end_fraction, 126) == 10
+
+
+def test_a_126_step_rigl_job_rewires_and_reports_its_updates(data_dirs: tuple[Path, ...]) -> None:
+    spec = parse_job_spec(
+        {
+            "method": "prune",
+            # 224 samples in batches of 16: 14 steps an epoch, 9 epochs = 126 steps.
+            "dataset": {"name": "digits", "train_subset": 224},
+            "model": SMALL,
+            "algorithm": "rigl",
+            "density": 0.2,
+            "training": {"epochs": 9, "batch_size": 16},
+        }
+    )
+    data = load_dataset(spec.dataset, data_dirs)
+    result = prune.run(spec, data, InMemoryContext())  # type: ignore[arg-type]
+    assert len(data.x_train) == 224  # 126 steps
+    assert result.metrics["rigl_update_interval"] == 9
+    assert result.metrics["rigl_updates"] == MIN_RIGL_UPDATES
+
+
+def test_an_explicit_interval_that_makes_no_update_is_a_problem_naming_the_field() -> None:
+    job = {
+        "method": "prune",
+        "dataset": {"name": "digits"},
+        "density": 0.2,
+        "training": {"epochs": 9, "batch_size": 16},
+    }
+    explicit = parse_job_spec({**job, "algorithm": "rigl", "rigl": {"update_interval": 100}})
+    assert isinstance(explicit, PruneJob)
+    n = 224  # 14 steps an epoch, 126 in all
+    (problem,) = explicit.schedule_problems(n).items()
+    assert problem[0] == "rigl.update_interval"
+    assert "make no RigL update" in problem[1] and "leave it out" in problem[1]
+    assert explicit.schedule_problems(100 * n).items() == {}.items()
+    scaled = parse_job_spec({**job, "algorithm": "rigl"})
+    assert scaled.schedule_problems(n) == {}
+    as_baseline = parse_job_spec({**job, "baselines": ["rigl"], "rigl": {"update_interval": 100}})
+    assert "rigl.update_interval" in as_baseline.schedule_problems(n)

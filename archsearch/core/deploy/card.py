@@ -38,15 +38,33 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
 
+def _cell(row: dict[str, float], variant: str) -> str:
+    """CPU time, and the wall clock beside it where the job measured one."""
+    wall = row.get(f"{variant}_wall_s")
+    cpu = _ms(row.get(f"{variant}_s"))
+    return cpu if wall is None else f"{cpu} (wall {_ms(wall)})"
+
+
 def _latency_rows(latency: dict[str, dict[str, float]]) -> list[str]:
-    rows = ["| batch | dense parent | compact | compact + sparse kernels | repeats |"]
+    rows = ["| batch | dense parent | compact | compact + sparse kernels | calls |"]
     rows.append("|---|---|---|---|---|")
     for key, row in latency.items():
         rows.append(
-            f"| {key.removeprefix('batch_')} | {_ms(row.get('dense_s'))} | "
-            f"{_ms(row.get('compact_s'))} | {_ms(row.get('sparse_s'))} | {int(row['repeats'])} |"
+            f"| {key.removeprefix('batch_')} | {_cell(row, 'dense')} | "
+            f"{_cell(row, 'compact')} | {_cell(row, 'sparse')} | {int(row['repeats'])} |"
         )
     return rows
+
+
+def _latency_heading(d: dict[str, Any]) -> str:
+    """What the latency table measured: files written before `measure` existed timed the
+    wall clock on the worker's threads."""
+    if "measure" not in d:
+        return f"## Latency on {d['device']} ({d['threads']} threads; wall-clock medians)"
+    return (
+        f"## Latency on {d['device']}: CPU time per call, {d['threads']} thread "
+        f"({d['measure']}; the wall clock beside it)"
+    )
 
 
 def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
@@ -70,7 +88,7 @@ def model_card(deployment: dict[str, Any], spec: dict[str, Any]) -> str:
         "",
         *_size_rows(d),
         "",
-        f"## Latency on {d['device']} ({d['threads']} threads; medians of interleaved repeats)",
+        _latency_heading(d),
         "",
         *_latency_rows(d["latency"]),
         "",
@@ -130,6 +148,7 @@ def _onnx_line(onnx: dict[str, Any]) -> str:
         line += (
             f"; {onnx.get('form', '')}. Runs in {onnx['runtime']} at "
             f"{_ms(lat['batch_1_s'])} (batch 1), {_ms(lat['batch_64_s'])} (batch 64)"
+            f"{' of CPU time per call, 1 thread' if 'batch_1_wall_s' in lat else ''}"
         )
         if "latency_call" in onnx:
             line += f", called through {onnx['latency_call']}"

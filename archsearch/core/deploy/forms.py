@@ -4,7 +4,7 @@ A sparse weight only pays off where the kernel for it is faster on this device.
 Each `nn.Linear` of the compact model is timed on its real input width, dense
 (`F.linear`) against CSR with int32 indices (`torch.addmv` at batch 1, `torch.sparse.addmm`
 above), interleaved
-(`latency.interleaved_medians`), at batch 1 and batch 64; the layer is replaced by a
+(`latency.interleaved_timings`), at batch 1 and batch 64; the layer is replaced by a
 `SparseLinear` that uses, for each batch regime, the form that measured faster. Outputs are
 those of the dense layer up to float summation order.
 """
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from archsearch.core.deploy.latency import interleaved_medians
+from archsearch.core.deploy.latency import interleaved_timings
 
 SMALL_BATCH = 8  # batches up to this size use the batch-1 choice, larger ones the batch-64 one
 MAX_DENSITY = 0.6  # above this a CSR kernel cannot win (twice the memory traffic per weight)
@@ -87,12 +87,12 @@ def _time_layer(layer: nn.Linear, width: int, batch: int, budget_s: float) -> di
     x = torch.randn(batch, width)
     dense = SparseLinear(layer, False, False)
     sparse = SparseLinear(layer, True, True)
-    measured = interleaved_medians(
+    measured = interleaved_timings(
         {"dense": lambda: dense(x), "sparse": lambda: sparse(x)}, budget_s
     )
     return {
-        "dense_s": measured["dense"]["median_s"],
-        "sparse_s": measured["sparse"]["median_s"],
+        "dense_s": measured["dense"]["cpu_s"],
+        "sparse_s": measured["sparse"]["cpu_s"],
         "repeats": measured["dense"]["repeats"],
     }
 

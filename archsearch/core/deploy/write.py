@@ -11,7 +11,6 @@ import copy
 import dataclasses
 from typing import Any
 
-import torch
 from pydantic import BaseModel
 from torch import nn
 
@@ -21,6 +20,7 @@ from archsearch.core.deploy.card import model_card
 from archsearch.core.deploy.compiled_graph import compile_graphs, compiled_record
 from archsearch.core.deploy.deployable import Deployable
 from archsearch.core.deploy.forms import choose_forms
+from archsearch.core.deploy.latency import THREADS as LATENCY_THREADS
 from archsearch.core.deploy.latency import model_latencies
 from archsearch.core.deploy.onnx import onnx_artifact
 from archsearch.core.deploy.preprocessing import preprocessing
@@ -35,6 +35,7 @@ from archsearch.core.export import (
 from archsearch.core.models.registry import Preprocessing
 
 BATCHES = (1, 64)
+VARIANTS = ("dense", "compact", "sparse")
 FORMS_BUDGET_S = 0.4
 LATENCY_BUDGET_S = 0.8
 ONNX_CHECK_SAMPLES = 16
@@ -57,10 +58,13 @@ def _size(deployable: Deployable, sparse_bytes: int) -> dict[str, int]:
 
 
 def _latency_metrics(latency: dict[str, dict[str, float]]) -> dict[str, float]:
+    """`latency_batch_1_compact_ms` (thread CPU time per call, one thread) and, beside it,
+    `latency_batch_1_compact_wall_ms` (the same calls' wall clock), ..."""
     out: dict[str, float] = {}
     for key, row in latency.items():
-        for name in ("dense", "compact", "sparse"):
+        for name in VARIANTS:
             out[f"latency_{key}_{name}_ms"] = row[f"{name}_s"] * 1e3
+            out[f"latency_{key}_{name}_wall_ms"] = row[f"{name}_wall_s"] * 1e3
         out[f"latency_{key}_repeats"] = row["repeats"]
     return out
 
@@ -97,8 +101,7 @@ def write_deployment(
     same = same_networks(compacted, forms)
     measured = {name: m for name, m in variants.items() if name not in same}
     latency = model_latencies(measured, shape, BATCHES, LATENCY_BUDGET_S)
-    for row in latency.values():
-        row.update({f"{name}_s": row[f"{same[name]}_s"] for name in same})
+    _fill_same(latency, same)
     onnx_bytes, onnx_record = onnx_artifact(
         runner, deployable.architecture, data.x_test[:ONNX_CHECK_SAMPLES], ctx.should_stop
     )
@@ -112,6 +115,14 @@ def write_deployment(
     spec_json = spec.model_dump(mode="json")
     ctx.save_artifact("model-card.md", model_card(record, spec_json).encode(), "text/markdown")
     return _deployment_metrics(record, latency, onnx_record if onnx_bytes is not None else None)
+
+
+def _fill_same(latency: dict[str, dict[str, float]], same: dict[str, str]) -> None:
+    """Each variant measured as another network (`same_networks`) gets that one's figures."""
+    for row in latency.values():
+        for name, measured_as in same.items():
+            for figure in ("_s", "_wall_s"):
+                row[name + figure] = row[measured_as + figure]
 
 
 def _note_graph_form(record: dict[str, Any], model: nn.Module, runner: nn.Module) -> None:
@@ -137,6 +148,12 @@ def _deployment_metrics(
     }
 
 
+def latency_measure(latency: dict[str, dict[str, float]]) -> str:
+    """deployment.json's `measure`: what the latency figures are, with their fewest calls."""
+    calls = min((int(row["repeats"]) for row in latency.values()), default=0)
+    return f"thread CPU time, fastest of {calls} calls"
+
+
 def same_networks(compacted: bool, forms: list[dict[str, Any]]) -> dict[str, str]:
     """Latency variants that are the very network of another, measured once (a
     `train` job timed its one network three times): without compaction the compact model is
@@ -145,6 +162,16 @@ def same_networks(compacted: bool, forms: list[dict[str, Any]]) -> dict[str, str
     if all(row["batch_1"] == "dense" and row["batch_64"] == "dense" for row in forms):
         same["sparse"] = same.get("compact", "compact")
     return same
+
+
+LATENCY_NOTE = (
+    "`<variant>_s`: thread CPU time of one call (time.thread_time_ns), the fastest of the "
+    f"calls, torch on {LATENCY_THREADS} thread, on the worker's CPU: other work on the machine "
+    "only slows a call, so the fastest is the undisturbed cost; `<variant>_wall_s`: the same "
+    "calls' median wall clock; variants interleaved, order rotated per repeat; a variant that "
+    "is the same network as another is measured once (`same_network`); GPU latency is not "
+    "measured"
+)
 
 
 def _record(
@@ -168,7 +195,8 @@ def _record(
         "seed": getattr(training, "seed", None),
         "test_accuracy": deployable.test_accuracy,
         "device": "cpu",
-        "threads": torch.get_num_threads(),
+        "threads": LATENCY_THREADS,
+        "measure": latency_measure(latency),
         "preprocessing": dataclasses.asdict(pre),
         "files": {
             "architecture": f"architecture{suffix}.json",
@@ -179,11 +207,7 @@ def _record(
         "size": _size(deployable, sparse_bytes),
         "forms": forms,
         "latency": latency,
-        "latency_note": (
-            "median seconds per call on the worker's CPU; variants interleaved, order rotated "
-            "per repeat; a variant that is the same network as another is measured once "
-            "(`same_network`); GPU latency is not measured"
-        ),
+        "latency_note": LATENCY_NOTE,
         "same_network": same,
         "onnx": onnx_record,
     }

@@ -49,7 +49,7 @@ from archsearch.core.training import (
     steps_per_epoch,
 )
 from archsearch.specs.budget import IMP_PRUNE_FRACTION
-from archsearch.specs.prune import PruneJob
+from archsearch.specs.prune import PruneJob, rigl_updates
 
 Evaluation = tuple[float, float, torch.Tensor]  # test loss, accuracy, predicted-class counts
 
@@ -137,15 +137,26 @@ def _binarised(
 def rigl_schedule(spec: PruneJob, data: Dataset) -> RigLSchedule:
     assert spec.density is not None, "validated: rigl needs a density"
     r = spec.rigl
+    total_steps = spec.training.epochs * steps_per_epoch(
+        len(data.x_train), spec.training.batch_size
+    )
     return RigLSchedule(
         density=spec.density,
-        total_steps=spec.training.epochs
-        * steps_per_epoch(len(data.x_train), spec.training.batch_size),
-        interval=r.update_interval,
+        total_steps=total_steps,
+        interval=r.interval_for(total_steps),
         drop_fraction=r.drop_fraction,
         end_fraction=r.end_fraction,
         distribution=r.distribution,
     )
+
+
+def rigl_metrics(spec: PruneJob, data: Dataset) -> dict[str, float]:
+    """`rigl_updates` (drop/grow updates made) and `rigl_update_interval` (the interval that
+    ran). Counted from the schedule: a run that ends takes every step of it (one stopped
+    early fails), and the count then holds across a resume, which a live counter would not."""
+    schedule = rigl_schedule(spec, data)
+    updates = rigl_updates(schedule.interval, schedule.end_fraction, schedule.total_steps)
+    return {"rigl_updates": float(updates), "rigl_update_interval": float(schedule.interval)}
 
 
 def train_rigl(
@@ -247,6 +258,7 @@ def _rigl_baseline(
     if metrics is not None:
         loss, accuracy = evaluate(model, data.x_test, data.y_test, ctx.device)
         metrics.update(rigl_test_accuracy=accuracy, rigl_test_loss=loss)
+        metrics.update(rigl_metrics(spec, data))
     return {k: v.cpu() for k, v in hard_masks(model).items()}
 
 
@@ -260,6 +272,8 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         model, data.x_test, data.y_test, ctx.device
     )
     metrics = _mask_metrics(spec, model, trainer, test_acc, test_loss)
+    if spec.algorithm == "rigl":
+        metrics.update(rigl_metrics(spec, data))
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)
     metrics.update(quality)
     _save_baselines(ctx, model, {"": masks})

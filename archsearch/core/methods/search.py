@@ -23,7 +23,7 @@ from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
 from archsearch.core.search.compact import compact_architecture, compact_model, model_macs
 from archsearch.core.search.report import adjacency_png, graph_json, mask_bytes, swaps_png
-from archsearch.core.search.strategies import DENSE_FIRST, EdgeController, searchable_edges
+from archsearch.core.search.strategies import EdgeController, searchable_edges
 from archsearch.core.training import (
     TrainHooks,
     evaluate,
@@ -33,6 +33,7 @@ from archsearch.core.training import (
     steps_per_epoch,
 )
 from archsearch.specs import SearchJob, TrainingSpec
+from archsearch.specs.budget import DENSE_FIRST
 
 
 @dataclass

@@ -1,11 +1,13 @@
 """RigL, dynamic sparse training ("Rigging the Lottery: Making All Tickets Winners", Evci et
 al., 2020, section 3): the sparse-training baseline a user expects beside magnitude pruning.
 
-The network trains at a fixed density from the first step. Every `update_interval` steps,
-until `end_fraction` of the training, each layer drops the k smallest-magnitude active
-weights and grows the k inactive weights with the largest gradient of the dense weight
-(k = the cosine-decayed `drop_fraction` of its active weights); grown weights start at
-zero. Layer densities: Erdos-Renyi-Kernel (`erk`, section 3) or the same in every layer.
+The network trains at a fixed density from the first step. Every `update_interval` steps
+(the paper's 100, shortened on a short job so that it still makes updates:
+`specs.prune.RigLSpec.interval_for`), until `end_fraction` of the training, each layer
+drops the k smallest-magnitude active weights and grows the k inactive weights with the
+largest gradient of the dense weight (k = the cosine-decayed `drop_fraction` of its active
+weights); grown weights start at zero. Layer densities: Erdos-Renyi-Kernel (`erk`,
+section 3) or the same in every layer.
 
 The masks live in the masked layers' frozen logits (`nn.masked.set_masks`), so the trained
 model is saved, compacted and transferred like a learned mask. Inactive weights are kept at

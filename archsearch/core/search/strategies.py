@@ -21,7 +21,6 @@ from archsearch.core.training import TrainHooks
 from archsearch.specs.search import SearchSpec
 
 SELECTING = ("dnw", "no_update")  # top-k of |w| recomputed after every step
-DENSE_FIRST = ("lottery_one_shot", "fine_tune")  # a dense phase, then a fixed top-k
 
 
 def searchable_edges(model: nn.Module) -> list[GraphEdges]:

@@ -165,7 +165,7 @@ def _draw_pareto(fig: Any, axes: Any, detail: StudyDetail, has_latency: bool) ->
     axes[0].set_title(f"{detail.name}: accuracy vs parameters (mean ± std over seeds)")
     if has_latency:
         _scatter(axes[1], detail.arms, "latency_ms", colours)
-        axes[1].set_title("accuracy vs CPU latency of the compact model (ms)")
+        axes[1].set_title("accuracy vs the compact model's CPU time per call, 1 thread (ms)")
     axes[-1].legend(fontsize=7, loc="lower right", ncol=2)
     return figure_png(fig)
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
-from archsearch.core.deploy.latency import MIN_REPEATS, interleaved_medians
+from archsearch.core.deploy.latency import MIN_REPEATS, interleaved_timings
 from archsearch.core.deploy.onnx import (
     export_onnx,
     onnx_artifact,
@@ -77,8 +77,11 @@ def test_continuous_graph_says_it_has_no_onnx_form() -> None:
 def test_latency_repeats_are_interleaved_and_positive() -> None:
     calls: list[str] = []
     variants = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
-    measured = interleaved_medians(variants, budget_s=0.0)
-    assert all(m["median_s"] > 0 and m["repeats"] == MIN_REPEATS for m in measured.values())
+    measured = interleaved_timings(variants, budget_s=0.0)
+    assert all(
+        m["cpu_s"] >= 0 and m["wall_median_s"] > 0 and m["repeats"] == MIN_REPEATS
+        for m in measured.values()
+    )
     rounds = [calls[i : i + 3] for i in range(0, len(calls), 3)]
     assert len(rounds) == MIN_REPEATS + 1  # no budget: one warm-up round, the minimum repeats
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)  # each repeat runs each variant

@@ -75,7 +75,12 @@ def test_job_writes_a_deployable_model(digits: Dataset, body: dict[str, object])
     for batch in (1, 64):
         for form in ("dense", "compact", "sparse"):
             assert metrics[f"latency_batch_{batch}_{form}_ms"] > 0
+            assert metrics[f"latency_batch_{batch}_{form}_wall_ms"] > 0
         assert metrics[f"latency_batch_{batch}_repeats"] >= 5
+    calls = min(int(row["repeats"]) for row in deployment["latency"].values())
+    assert deployment["threads"] == 1
+    assert deployment["measure"] == f"thread CPU time, fastest of {calls} calls"
+    assert "CPU time per call, 1 thread" in ctx.artifacts["model-card.md"].decode()
     assert deployment["onnx"]["exported"] and deployment["onnx"]["max_abs_diff"] < 1e-4
     card = ctx.artifacts["model-card.md"].decode()
     assert f"trained by `{body['method']}` on `digits`" in card and "Seed: 0" in card

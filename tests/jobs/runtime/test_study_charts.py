@@ -42,7 +42,7 @@ def detail(arms: int, latency: bool, name: str) -> StudyDetail:
     return StudyDetail(
         id=uuid.uuid4(),
         name=name,
-        status="succeeded",
+        status="finished",
         dataset={"name": "mnist"},
         budget=None,
         seeds=[0, 1, 2],

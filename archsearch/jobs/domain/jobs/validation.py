@@ -13,9 +13,11 @@ from sqlalchemy.orm import Session
 from archsearch.core.errors import IncompatibleModelError, UserError
 from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.jobs import listing
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 from archsearch.specs import JobBase
+from archsearch.specs.budget import train_size
 
 
 class ReferencedJobError(UserError):
@@ -83,11 +85,22 @@ def check_inputs_present(spec: JobBase) -> None:
         raise error
 
 
+def check_schedule(spec: JobBase, facts: catalog.DatasetFacts) -> None:
+    """A schedule that would do nothing on this dataset (a RigL interval that makes no update)."""
+    n = train_size(spec.dataset, facts.train_size, facts.num_classes)
+    for field, problem in spec.schedule_problems(n).items():
+        error = UserError(problem)
+        error.field = field
+        raise error
+
+
 def validate_submission(
     session: Session, spec: JobBase, settings: Settings, team_id: uuid.UUID | None = None
 ) -> JobBase:
     """The spec to store (job references resolved to full ids), or a UserError naming the
     field. `team_id`: the submitter's team; its uploads and jobs are the only ones it may use."""
     check_inputs_present(spec)
-    check_model_fits(spec, dataset_input_shape(session, spec, settings, team_id))
+    facts = catalog.resolve(session, settings, spec.dataset, team_id, hold=True)
+    check_model_fits(spec, facts.input_shape)
+    check_schedule(spec, facts)
     return resolve_referenced_jobs(session, spec, team_id)

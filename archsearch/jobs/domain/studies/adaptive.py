@@ -26,7 +26,8 @@ from optuna.trial import TrialState
 from sqlalchemy import create_engine, make_url, text
 
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
+from archsearch.schemas.jobs import JobStatus
 
 OPTUNA_SCHEMA = "archsearch_optuna"
 _storages: dict[str, Any] = {}

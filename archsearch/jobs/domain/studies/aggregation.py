@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archsearch.jobs.domain.studies.pareto import pareto_front
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.studies import ArmSummary, ParetoPoint, Stat
 
-# The measured CPU latency of the compact model (core/deploy: one sample per call first).
+# The compact model's CPU time per call on 1 thread (core/deploy/latency.py: one sample per
+# call first).
 LATENCY_KEYS = ("latency_batch_1_compact_ms", "compact_latency_ms", "latency_ms")
 COMPACT_LATENCY = re.compile(r"latency_batch_(\d+)_compact_ms")
 FIGURES = ("test_accuracy", "parameters", "macs", "optimizer_steps", "samples_seen")
@@ -69,7 +71,7 @@ def _over(jobs: Sequence[JobFacts], metric: str, limit: int | None) -> bool:
 
 
 def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> ArmSummary:
-    done = [j for j in jobs if j.status == "succeeded"]
+    done = [j for j in jobs if j.status == JobStatus.succeeded]
     figures = {name: stat(j.metrics.get(name) for j in done) for name in FIGURES}
     batch = jobs[0].batch_size
     budget_samples = None if budget is None or batch is None else budget * batch

@@ -1,11 +1,12 @@
 """`report.md`: the study's table and, in words, which method wins at which size.
 
 "Wins at a size" is read off the Pareto front: walking from the smallest model up, each
-arm on the front is the most accurate one at its size or below; the report names those
-arms, their methods and the margin over the best arm of every other method at that size.
-A margin is only a win when it is real: a rival within a few dozen parameters of the
-winner's size counts as the same size, and an accuracy gap within one standard deviation
-(the larger of the two arms' spread over seeds) is a tie, and is written as one.
+arm on the front is the most accurate one at its size or below. Each front arm is then
+compared with every other arm, of any method, of comparable size (parameters at most
+COMPARABLE_SIZE_FRACTION above its own) or smaller. It is called the winner only when its mean
+test accuracy beats every one of them by more than one standard deviation over seeds (the
+larger of the two arms' standard deviations); a gap within that is a tie, and an arm with
+one seed gets no verdict, since one seed has no spread to measure a gap against.
 
 The report also states the comparison the `best-small-model` preset exists for: Discovering
 Neural Wirings against the random graph with the same edges (section 3.3 of the paper), per
@@ -17,9 +18,15 @@ from __future__ import annotations
 
 from archsearch.schemas.studies import ArmSummary, Stat, StudyDetail
 
-# Two sizes closer than this are the same size ("a few dozen parameters", or 2%).
-SAME_SIZE_PARAMETERS = 50
-SAME_SIZE_FRACTION = 0.02
+# An arm up to 5% larger than another is of comparable size: arms built for one target size
+# land a few percent apart (the preset's DNW and magnitude graphs at one density differ by
+# their biases, 0.4%; grow stops below its parameter target; unit pruning rounds to whole
+# neurons), and a verdict between them must be about accuracy, not about a size difference
+# no deployment would notice.
+COMPARABLE_SIZE_FRACTION = 0.05
+NO_VERDICT = "no verdict from one seed"
+# The table's latency column: what the jobs measured (core/deploy/latency.py).
+LATENCY_HEADER = "latency ms (CPU time per call, 1 thread)"
 
 
 def _fmt(value: Stat | None, digits: int = 4, scale: float = 1.0) -> str:
@@ -37,9 +44,9 @@ def _budget_cell(limit: int | None, over: bool) -> str:
 def table_markdown(arms: list[ArmSummary]) -> str:
     head = (
         "| arm | method | jobs ok | test accuracy | parameters | MACs | compact bytes "
-        "| latency ms | steps spent | steps asked | samples seen | samples budget "
-        "| wall clock s | front |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| {LATENCY_HEADER} | steps spent | steps asked | samples seen | samples budget "
+        "| wall clock s | front | verdict |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for arm in arms:
@@ -50,14 +57,28 @@ def table_markdown(arms: list[ArmSummary]) -> str:
             f"| {_fmt(arm.optimizer_steps, 6)} | {_budget_cell(arm.budget_steps, arm.over_budget)} "
             f"| {_fmt(arm.samples_seen, 7)} "
             f"| {_budget_cell(arm.budget_samples, arm.over_samples)} "
-            f"| {_fmt(arm.wall_clock_s, 3)} | {'*' if arm.on_front else ''} |"
+            f"| {_fmt(arm.wall_clock_s, 3)} | {'*' if arm.on_front else ''} "
+            f"| {_verdict_cell(arms, arm)} |"
         )
     return head + "\n".join(rows) + "\n"
 
 
-def same_size_limit(parameters: float) -> float:
-    """The largest size that still counts as `parameters`' size."""
-    return parameters + max(SAME_SIZE_PARAMETERS, SAME_SIZE_FRACTION * parameters)
+def _verdict_cell(arms: list[ArmSummary], arm: ArmSummary) -> str:
+    """A front arm's verdict in one word or two (see `judgement`); blank off the front."""
+    if not arm.on_front or arm.test_accuracy is None or arm.parameters is None:
+        return ""
+    return judgement(arm, comparable_rivals(arms, arm))[0]
+
+
+def comparable_limit(parameters: float) -> float:
+    """The largest size still comparable with `parameters` (COMPARABLE_SIZE_FRACTION above)."""
+    return parameters * (1 + COMPARABLE_SIZE_FRACTION)
+
+
+def one_seed(a: ArmSummary, b: ArmSummary) -> bool:
+    """Either arm has a single seed: no spread, so no gap between them can be judged."""
+    assert a.test_accuracy is not None and b.test_accuracy is not None
+    return a.test_accuracy.n < 2 or b.test_accuracy.n < 2
 
 
 def is_tie(a: ArmSummary, b: ArmSummary) -> bool:
@@ -81,14 +102,21 @@ def _size(arm: ArmSummary) -> float:
     return arm.parameters.mean
 
 
+def comparable_rivals(arms: list[ArmSummary], winner: ArmSummary) -> list[ArmSummary]:
+    """Every other scored arm, of any method, of comparable size or smaller."""
+    limit = comparable_limit(_size(winner))
+    return [a for a in _scored(arms) if a.label != winner.label and _size(a) <= limit]
+
+
 def best_rivals(arms: list[ArmSummary], winner: ArmSummary) -> dict[str, ArmSummary | None]:
-    """Per other method, its most accurate arm at the winner's size or smaller (sizes within
-    a few dozen parameters count as the same size); None when it has no arm that small."""
-    limit = same_size_limit(_size(winner))
+    """Per method (the winner's own included), its most accurate arm among the comparable
+    rivals; None when it has no arm that small."""
+    rivals = comparable_rivals(arms, winner)
     out: dict[str, ArmSummary | None] = {}
-    for method in sorted({a.method for a in arms} - {winner.method}):
-        rivals = [a for a in _scored(arms) if a.method == method and _size(a) <= limit]
-        out[method] = max(rivals, key=_accuracy) if rivals else None
+    for method in sorted({a.method for a in arms}):
+        of_method = [a for a in rivals if a.method == method]
+        if of_method or method != winner.method:
+            out[method] = max(of_method, key=_accuracy) if of_method else None
     return out
 
 
@@ -96,6 +124,12 @@ def _rival_phrase(method: str, rival: ArmSummary | None, winner: ArmSummary) -> 
     if rival is None:
         return f"{method}: no arm this small"
     gap = (_accuracy(winner) - _accuracy(rival)) * 100
+    if one_seed(winner, rival):
+        side = "ahead" if gap < 0 else "behind"
+        return (
+            f"{method} ({rival.label}, {_size(rival):,.0f} parameters) {abs(gap):.1f} points "
+            f"{side}, {NO_VERDICT}"
+        )
     if is_tie(winner, rival):
         return f"{method} ({rival.label}) tied ({gap:+.1f} points, within one std)"
     if gap < 0:
@@ -103,23 +137,49 @@ def _rival_phrase(method: str, rival: ArmSummary | None, winner: ArmSummary) -> 
     return f"{method} ({rival.label}) {gap:.1f} points behind"
 
 
-def verdict(winner: ArmSummary, rivals: list[ArmSummary]) -> str:
-    """'wins', 'ties with ...' or 'is beaten at the same size by ...'."""
-    ties = [r.label for r in rivals if is_tie(winner, r)]
-    ahead = [r.label for r in rivals if not is_tie(winner, r) and _accuracy(r) > _accuracy(winner)]
+def judgement(winner: ArmSummary, rivals: list[ArmSummary]) -> tuple[str, list[str]]:
+    """The verdict's kind ('beaten', 'one seed', 'tie', 'wins' or 'alone') and the arms
+    deciding it: a rival ahead by more than one std beats the winner even when other rivals
+    have one seed; a winner with one seed wins nothing, even with no rival this small."""
+    judged = [r for r in rivals if not one_seed(winner, r)]
+    ahead = [r.label for r in judged if not is_tie(winner, r) and _accuracy(r) > _accuracy(winner)]
+    unjudged = [r.label for r in rivals if one_seed(winner, r)]
+    ties = [r.label for r in judged if is_tie(winner, r)]
     if ahead:
-        return "is beaten at the same size by " + ", ".join(ahead)
-    return "ties with " + ", ".join(ties) if ties else "wins"
+        return "beaten", ahead
+    assert winner.test_accuracy is not None
+    if unjudged or winner.test_accuracy.n < 2:
+        return "one seed", unjudged
+    if ties:
+        return "tie", ties
+    return ("wins", []) if rivals else ("alone", [])
+
+
+VERDICT_PHRASES = {
+    "beaten": "is beaten at comparable size by {}",
+    "one seed": "has " + NO_VERDICT,
+    "tie": "ties with {}",
+    "wins": "wins",
+    "alone": "is the only arm this small",
+}
+
+
+def verdict(winner: ArmSummary, rivals: list[ArmSummary]) -> str:
+    """'wins', 'ties with ...', 'is beaten at comparable size by ...', no verdict (one seed)
+    or the only arm this small."""
+    kind, labels = judgement(winner, rivals)
+    said = VERDICT_PHRASES[kind].format(", ".join(labels))
+    return f"{said} (against {', '.join(labels)})" if kind == "one seed" and labels else said
 
 
 def winner_line(arms: list[ArmSummary], winner: ArmSummary) -> str:
     rivals = best_rivals(arms, winner)
-    present = [r for r in rivals.values() if r is not None]
     others = "; ".join(_rival_phrase(m, r, winner) for m, r in rivals.items())
     return (
         f"- up to {_size(winner):,.0f} parameters: **{winner.label}** ({winner.method}) "
-        f"{verdict(winner, present)}, test accuracy {_fmt(winner.test_accuracy)}. "
-        f"Others at this size (within a few dozen parameters) or smaller: {others}."
+        f"{verdict(winner, comparable_rivals(arms, winner))}, test accuracy "
+        f"{_fmt(winner.test_accuracy)}. Best arm of each method at comparable size "
+        f"(parameters within {COMPARABLE_SIZE_FRACTION:.0%}) or smaller: {others or 'none'}."
     )
 
 
@@ -142,6 +202,14 @@ def _density_suffix(label: str, prefix: str) -> str | None:
     return label[len(prefix) :] if label.startswith(prefix) else None
 
 
+def _pair_outcome(dnw: ArmSummary, rival: ArmSummary, gap: float) -> str:
+    if one_seed(dnw, rival):
+        return NO_VERDICT
+    if is_tie(dnw, rival):
+        return "a tie (within one std)"
+    return "DNW ahead" if gap > 0 else "random graph ahead"
+
+
 def wiring_comparison(arms: list[ArmSummary]) -> str:
     """DNW against the random graph with the same edges, density by density."""
     scored = {a.label: a for a in _scored(arms)}
@@ -152,12 +220,10 @@ def wiring_comparison(arms: list[ArmSummary]) -> str:
         if dnw.method != "search" or rival is None:
             continue
         gap = (_accuracy(dnw) - _accuracy(rival)) * 100
-        outcome = "DNW ahead" if gap > 0 else "random graph ahead"
         lines.append(
             f"- {suffix}: DNW {_fmt(dnw.test_accuracy)} vs random graph "
             f"{_fmt(rival.test_accuracy)} ({_size(dnw):,.0f} vs {_size(rival):,.0f} "
-            f"parameters): {gap:+.1f} points, "
-            f"{'a tie (within one std)' if is_tie(dnw, rival) else outcome}"
+            f"parameters): {gap:+.1f} points, {_pair_outcome(dnw, rival, gap)}"
         )
     return "\n".join(lines) or "- no DNW and random-graph arms at the same density"
 
@@ -178,12 +244,21 @@ def budget_sentence(detail: StudyDetail) -> str:
     )
 
 
+VERDICT_RULE = (
+    "An arm wins only when its mean test accuracy beats every arm, of any method, of "
+    f"comparable size (at most {COMPARABLE_SIZE_FRACTION:.0%} more parameters) or smaller by "
+    "more than one standard deviation over seeds (the larger of the two arms'); a smaller gap "
+    "is a tie, and an arm with one seed gets no verdict."
+)
+
+
 def report_markdown(detail: StudyDetail) -> str:
     return (
         f"# Study {detail.name}\n\n"
         f"Dataset `{detail.dataset}`, {budget_sentence(detail)}, "
         f"seeds {detail.seeds}; status {detail.status}, jobs {detail.counts}.\n\n"
         "## Who wins at which size (the Pareto front of accuracy against parameters)\n\n"
+        f"{VERDICT_RULE}\n\n"
         f"{winners_markdown(detail)}\n\n"
         "## Discovering Neural Wirings against the random graph with the same edges\n\n"
         f"{wiring_comparison(detail.arms)}\n\n"

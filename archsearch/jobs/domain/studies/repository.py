@@ -10,11 +10,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from archsearch.jobs.domain import ids
 from archsearch.jobs.domain.errors import NotFound
-from archsearch.jobs.domain.jobs.listing import id_range
+from archsearch.jobs.domain.ids import id_range
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import TERMINAL_STATUSES, Artifact, Job, Metric
+from archsearch.jobs.domain.tables import Artifact, Job, Metric
 from archsearch.jobs.platform.store import check_artifact_name
+from archsearch.schemas.jobs import TERMINAL_STATUSES
+from archsearch.schemas.studies import StudyStatus
 
 COMPACT_ARTIFACTS = ("model-compact.safetensors", "model.safetensors")
 
@@ -125,7 +128,7 @@ def metric_series_by_job(
 
 
 def unfinished_study_ids(session: Session) -> list[uuid.UUID]:
-    return list(session.scalars(select(Study.id).where(Study.status == "running")))
+    return list(session.scalars(select(Study.id).where(Study.status == StudyStatus.running)))
 
 
 def tag_job(job: Job, study_id: uuid.UUID, arm: str, trial: int | None = None) -> None:
@@ -133,7 +136,7 @@ def tag_job(job: Job, study_id: uuid.UUID, arm: str, trial: int | None = None) -
 
 
 def new_study(**values: Any) -> Study:
-    return Study(id=uuid.uuid4(), status="running", trials_asked=0, **values)
+    return Study(id=uuid.uuid4(), status=StudyStatus.running, trials_asked=0, **values)
 
 
 def artifact_key(study_id: uuid.UUID, name: str) -> str:
@@ -141,5 +144,12 @@ def artifact_key(study_id: uuid.UUID, name: str) -> str:
 
 
 def ended_without_artifacts(session: Session) -> list[uuid.UUID]:
-    query = select(Study.id).where(Study.status != "running", Study.artifacts_at.is_(None))
+    query = select(Study.id).where(
+        Study.status != StudyStatus.running, Study.artifacts_at.is_(None)
+    )
     return list(session.scalars(query))
+
+
+def resolve_study_id(session: Session, text: str, team_id: uuid.UUID | None) -> uuid.UUID:
+    """The study of the caller's team that `text`, a whole id or a unique start of one, names."""
+    return ids.resolve(session, Study.id, Study.team_id, text, team_id, "study")

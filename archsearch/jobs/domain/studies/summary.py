@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.aggregation import (
     JobFacts,
@@ -17,7 +18,8 @@ from archsearch.jobs.domain.studies.aggregation import (
     summarise,
 )
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.studies import StudyDetail, StudyPublic
 
 STUDY_ARTIFACTS = ("results.csv", "study.json", "pareto.png", "curves.png", "report.md")
@@ -74,6 +76,17 @@ def read_study(session: Session, study_id: uuid.UUID, team_id: uuid.UUID | None)
             "artifacts": list(STUDY_ARTIFACTS) if study.artifacts_at else [],
         }
     )
+
+
+def artifact_key_of(
+    session: Session, study_id: uuid.UUID, name: str, team_id: uuid.UUID | None
+) -> str:
+    """Where a built artifact of the study is stored; NotFound names the ones it has."""
+    study = studies_repository.get_study(session, study_id, team_id=team_id)
+    if study.artifacts_at is None or name not in STUDY_ARTIFACTS:
+        built = ", ".join(STUDY_ARTIFACTS) if study.artifacts_at else "none yet"
+        raise NotFound(f"study {study_id} has no artifact {name!r}; it has {built}")
+    return studies_repository.artifact_key(study_id, name)
 
 
 def list_studies(

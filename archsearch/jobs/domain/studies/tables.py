@@ -11,10 +11,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, Uuid, false
+from sqlalchemy import JSON, Boolean, Enum, ForeignKey, Integer, String, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from archsearch.jobs.domain.base import Base, Timestamp, utcnow
+from archsearch.schemas.studies import StudyStatus
 
 
 class Study(Base):
@@ -37,7 +38,17 @@ class Study(Base):
     n_trials: Mapped[int | None] = mapped_column(Integer)
     parallel: Mapped[int | None] = mapped_column(Integer)
     trials_asked: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|cancelled
+    # The column the migrations made: a VARCHAR(16) of the status's value, no CHECK constraint.
+    status: Mapped[StudyStatus] = mapped_column(
+        Enum(
+            StudyStatus,
+            native_enum=False,
+            length=16,
+            create_constraint=False,
+            values_callable=lambda statuses: [s.value for s in statuses],
+        ),
+        default=StudyStatus.running,
+    )
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # When the worker last built results.csv, pareto.png, ...; null: not built yet.
     artifacts_at: Mapped[datetime | None] = mapped_column(Timestamp)

@@ -17,10 +17,10 @@ from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import adaptive, service
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import make_engine, make_session_factory
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.studies import StudyCreate
 
 REQUEST = {

@@ -11,10 +11,11 @@ from sqlalchemy.orm import Session
 from archsearch.jobs.domain.studies import repository
 from archsearch.jobs.domain.studies.service import advance_study
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.db import make_engine, make_session_factory
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
+from archsearch.schemas.jobs import JobStatus
 
 
 @pytest.fixture()

@@ -29,11 +29,11 @@ def test_a_gap_within_one_std_is_a_tie_and_a_real_gap_a_win() -> None:
     assert "**grow-p10250** (grow) wins" in winner_line([clear, prune, search], clear)
 
 
-def test_a_rival_a_few_dozen_parameters_larger_is_the_same_size() -> None:
+def test_a_rival_a_few_dozen_parameters_larger_is_of_comparable_size() -> None:
     small = arm("grow-p10250", "grow", 0.900, 0.002, 10_200)
     rival = arm("prune-d0.05", "prune", 0.930, 0.002, 10_240)  # 40 parameters larger
     line = winner_line([small, rival], small)
-    assert "is beaten at the same size by prune-d0.05" in line
+    assert "is beaten at comparable size by prune-d0.05" in line
     far = arm("prune-d0.5", "prune", 0.930, 0.002, 12_000)
     assert "prune: no arm this small" in winner_line([small, far], small)
 
@@ -43,7 +43,7 @@ def detail(arms: list[ArmSummary], pareto: list[dict]) -> StudyDetail:
         {
             "id": "00000000-0000-0000-0000-000000000001",
             "name": "s",
-            "status": "succeeded",
+            "status": "finished",
             "dataset": {"name": "mnist"},
             "budget": {"steps": 150},
             "seeds": [0, 1],
@@ -90,5 +90,7 @@ def test_report_shows_steps_given_samples_read_and_dnw_against_random() -> None:
     assert "budget 150 optimizer steps asked an arm; given 126 (whole epochs" in text
     assert "budget 150 optimizer steps," not in text
     assert "read more samples than the budget's steps hold" in text and "grow-p1000" in text
-    assert "- d0.05: DNW 0.9 vs random graph 0.85" in text and "+5.0 points, DNW ahead" in text
+    # One seed per arm: the gap is shown, no side is called the better.
+    assert "- d0.05: DNW 0.9 vs random graph 0.85" in text
+    assert "+5.0 points, no verdict from one seed" in text and "DNW ahead" not in text
     assert "| 28385 | 19200 (OVER) |" in text  # samples seen, samples budget

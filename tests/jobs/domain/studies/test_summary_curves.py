@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.studies import repository, summary
-from archsearch.jobs.domain.tables import Job, JobStatus, Metric
+from archsearch.jobs.domain.tables import Job, Metric
 from archsearch.jobs.platform.db import make_engine, make_session_factory
 from archsearch.jobs.platform.migrate import upgrade
+from archsearch.schemas.jobs import JobStatus
 
 
 @pytest.fixture()
