@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from archsearch.jobs.platform.settings import Settings
-from tests.conftest import REPO_ROOT, SHARED_DATASETS
+from tests.conftest import REPO_ROOT, TEST_DATASETS
 from tests.embedded import start_embedded
 from tests.service import procs
 
@@ -174,7 +174,7 @@ def team_env(tmp_path: Path) -> Iterator[dict[str, str]]:
         "ARCHSEARCH_QUEUE_NAME": f"archsearch-readme-{uuid.uuid4().hex[:8]}",
         "ARCHSEARCH_HOME": str(tmp_path / "home"),
         "ARCHSEARCH_ARTIFACT_ROOT": str(tmp_path / "artifacts"),
-        "ARCHSEARCH_DATA_DIR": str(SHARED_DATASETS),
+        "ARCHSEARCH_DATA_DIR": str(TEST_DATASETS),
         "ARCHSEARCH_PORT": str(port),
         "ARCHSEARCH_URL": f"http://127.0.0.1:{port}",
     }

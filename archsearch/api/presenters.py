@@ -1,16 +1,23 @@
-"""Database rows turned into the wire schemas of `archsearch.schemas`.
+"""Database rows turned into the wire schemas of `archsearch.schemas` (jobs, workers,
+datasets, webhooks), and answers that are not JSON: the usage report as CSV, a file to save.
 
 The schemas know only pydantic; what a response adds to a row (a queued job's position and
-why it waits, a worker's age, an upload's one-line summary) is computed here.
+why it waits, a worker's age, an upload's one-line summary) is computed here, and a route
+answers with what a function here returns. A public form assembled from several queries
+is built by its domain service instead, beside those queries: a model with its versions,
+files and aliases (`models/service.py`), a study's summary (`studies/summary.py`), a
+webhook's deliveries with their attempts (`webhooks/service.py`).
 """
 
 from __future__ import annotations
 
+import mimetypes
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from archsearch.core.data.catalog import DatasetInfo
@@ -18,11 +25,15 @@ from archsearch.jobs.domain.accounts import repository as accounts_repository
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.jobs import scheduler, worker_repository
-from archsearch.jobs.domain.tables import JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import WorkerRecord
+from archsearch.jobs.domain.usage import service as usage_service
+from archsearch.jobs.domain.webhooks.tables import Webhook
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.datasets import DatasetPublic, UploadedDatasetPublic
-from archsearch.schemas.jobs import JobPublic
+from archsearch.schemas.jobs import JobPublic, JobStatus
 from archsearch.schemas.queue import WorkerPublic
+from archsearch.schemas.usage import UsageFormat, UsagePublic
+from archsearch.schemas.webhooks import WebhookPublic, WebhooksPublic
 
 
 def job_with_queue_state(session: Session, job: Any, settings: Settings) -> JobPublic:
@@ -110,3 +121,26 @@ def uploaded_summary(dataset: UploadedDataset) -> DatasetPublic:
 
 def uploaded_dataset(dataset: UploadedDataset) -> UploadedDatasetPublic:
     return UploadedDatasetPublic.model_validate(dataset)
+
+
+def webhook_public(webhook: Webhook) -> WebhookPublic:
+    """A webhook as its team reads it back: never its signing secret."""
+    return WebhookPublic.model_validate(webhook)
+
+
+def webhooks_public(webhooks: Sequence[Webhook]) -> WebhooksPublic:
+    return WebhooksPublic(data=[webhook_public(webhook) for webhook in webhooks])
+
+
+def usage_answer(usage: UsagePublic, format: UsageFormat) -> UsagePublic | Response:
+    """A usage report as JSON, or as CSV: one line per group and device."""
+    if format == "csv":
+        return Response(usage_service.as_csv(usage), media_type="text/csv")
+    return usage
+
+
+def attachment(data: bytes, name: str) -> Response:
+    """A file to save as `name`, typed by its extension."""
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(data, media_type=media_type, headers=headers)

@@ -38,7 +38,7 @@ from archsearch.cli.server_commands import WithServerCommands
 from archsearch.cli.specs import spec_problems, spec_schema
 from archsearch.cli.studies import study
 from archsearch.client import ArchsearchClient
-from archsearch.schemas.jobs import JobPublic, JobSort
+from archsearch.schemas.jobs import JobPublic, JobSort, JobStatus
 from archsearch.schemas.logs import JobLogLinePublic
 
 
@@ -181,7 +181,7 @@ def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
     console.print(f"{job.status}: {summary}", highlight=False, markup=False)
     for warning in job.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning.message)} ({warning.code})")
-    if job.status != "succeeded":
+    if job.status is not JobStatus.succeeded:
         sys.exit(EXIT_FAILED)
     if job.warnings:
         sys.exit(EXIT_WARNINGS)

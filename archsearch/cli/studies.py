@@ -11,6 +11,7 @@ from rich.table import Column, Table
 
 from archsearch.cli.common import client_for, console, unique_prefixes, url_option
 from archsearch.client import ArchsearchClient
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.studies import Stat, StudyDetail, StudyPlan
 
 
@@ -124,7 +125,7 @@ def _follow(client: ArchsearchClient, study_id: str) -> StudyDetail:
         while True:
             detail = client.get_study(study_id)
             shown.update(f"study {detail.status}: {detail.counts}")
-            if detail.status != "running" and detail.artifacts:
+            if detail.status.ended and detail.artifacts:
                 return detail
             time.sleep(2)
 
@@ -151,7 +152,7 @@ def _print_detail(detail: StudyDetail) -> None:
         table.add_row(
             arm.label,
             arm.method,
-            f"{arm.counts.get('succeeded', 0)}/{arm.jobs}",
+            f"{arm.counts.get(JobStatus.succeeded, 0)}/{arm.jobs}",
             _stat(arm.test_accuracy),
             _stat(arm.parameters, 6),
             _stat(arm.latency_ms, 3),

@@ -22,11 +22,14 @@ from archsearch.client.errors import (
     ServerUnreachable,
 )
 from archsearch.schemas.jobs import TERMINAL_STATUSES, JobStatus
+from archsearch.schemas.studies import ENDED_STUDY_STATUSES, StudyStatus
 
 __all__ = [
     "DEFAULT_URL",
+    "ENDED_STUDY_STATUSES",
     "TERMINAL_STATUSES",
     "JobStatus",
+    "StudyStatus",
     "AmbiguousJobId",
     "ApiError",
     "ArchsearchClient",

@@ -19,13 +19,12 @@ from httpx_retries import Retry, RetryTransport
 from pydantic import BaseModel
 
 from archsearch.client.errors import (
-    AmbiguousJobId,
     ApiError,
-    ClientError,
     ServerStoppedAnswering,
     ServerUnreachable,
 )
 from archsearch.client.following import RETRY_STATUSES, FollowingMixin, JobRef
+from archsearch.client.ids import resolve_id
 from archsearch.client.models import ModelsMixin
 from archsearch.client.studies import StudiesMixin
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
@@ -45,7 +44,6 @@ from archsearch.schemas.queue import QueuePublic, WorkerPublic, WorkersPublic
 from archsearch.specs import JobBase
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-HEX_DIGITS = frozenset("0123456789abcdef")
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -155,22 +153,10 @@ class ArchsearchClient(FollowingMixin, StudiesMixin, ModelsMixin):
 
     def resolve_job_id(self, id_or_prefix: JobRef) -> uuid.UUID:
         """The full id of the caller's one job whose id starts with `id_or_prefix`."""
-        if isinstance(id_or_prefix, uuid.UUID):
-            return id_or_prefix
-        try:
-            return uuid.UUID(id_or_prefix)
-        except ValueError:
-            pass
-        prefix = id_or_prefix.strip().lower()
-        hex_digits = prefix.replace("-", "")
-        if not hex_digits or not all(c in HEX_DIGITS for c in hex_digits):
-            raise ClientError(f"{id_or_prefix!r} is not a job id nor the start of one (hex digits)")
-        matches = self.list_jobs(id_prefix=hex_digits, limit=5).data
-        if not matches:
-            raise ApiError(404, "not_found", f"no job id starts with {prefix!r}")
-        if len(matches) > 1:
-            raise AmbiguousJobId(prefix, [str(job.id) for job in matches])
-        return matches[0].id
+        return resolve_id(id_or_prefix, "job", self._job_ids_starting)
+
+    def _job_ids_starting(self, hex_digits: str) -> list[uuid.UUID]:
+        return [job.id for job in self.list_jobs(id_prefix=hex_digits, limit=5).data]
 
     def cancel(self, job_id: JobRef) -> JobPublic:
         return JobPublic.model_validate_json(

@@ -11,12 +11,11 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from archsearch.client.errors import AmbiguousJobId, ApiError, ClientError
+from archsearch.client.ids import resolve_id
 from archsearch.schemas.studies import StudiesPublic, StudyDetail, StudyPlan, StudyPublic
 
 StudyRef = str | uuid.UUID
 Model = TypeVar("Model", bound=BaseModel)
-STUDY_ENDED = frozenset({"finished", "cancelled"})
 
 
 class StudiesMixin:
@@ -47,22 +46,10 @@ class StudiesMixin:
     def resolve_study_id(self, id_or_prefix: StudyRef) -> uuid.UUID:
         """The full id of the caller's one study whose id starts with `id_or_prefix`, as
         `resolve_job_id` does for jobs (a full id is taken as is, without a request)."""
-        if isinstance(id_or_prefix, uuid.UUID):
-            return id_or_prefix
-        try:
-            return uuid.UUID(id_or_prefix)
-        except ValueError:
-            pass
-        prefix = id_or_prefix.strip().lower()
-        hex_digits = prefix.replace("-", "")
-        if not hex_digits or any(c not in "0123456789abcdef" for c in hex_digits):
-            raise ClientError(f"{id_or_prefix!r} is not a study id nor the start of one")
-        matches = self.list_studies(limit=5, id_prefix=hex_digits)
-        if not matches:
-            raise ApiError(404, "not_found", f"no study id starts with {prefix!r}")
-        if len(matches) > 1:
-            raise AmbiguousJobId(prefix, [str(s.id) for s in matches], kind="study")
-        return matches[0].id
+        return resolve_id(id_or_prefix, "study", self._study_ids_starting)
+
+    def _study_ids_starting(self, hex_digits: str) -> list[uuid.UUID]:
+        return [study.id for study in self.list_studies(limit=5, id_prefix=hex_digits)]
 
     def get_study(self, study_id: StudyRef) -> StudyDetail:
         return self._get(StudyDetail, f"/v1/studies/{self.resolve_study_id(study_id)}")
@@ -95,7 +82,7 @@ class StudiesMixin:
         study_id = self.resolve_study_id(study_id)
         while True:
             study = self.get_study(study_id)
-            if study.status in STUDY_ENDED and study.artifacts:
+            if study.status.ended and study.artifacts:
                 return study
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(

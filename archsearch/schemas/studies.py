@@ -8,6 +8,7 @@ front of test accuracy against parameters.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -15,6 +16,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from archsearch.schemas.common import Public, UtcDatetime
 from archsearch.schemas.jobs import Priority
+
+
+class StudyStatus(enum.StrEnum):
+    """A study's life: running -> finished (its last job ended) | cancelled."""
+
+    running = "running"
+    finished = "finished"
+    cancelled = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in ENDED_STUDY_STATUSES
+
+
+ENDED_STUDY_STATUSES = frozenset({StudyStatus.finished, StudyStatus.cancelled})
 
 Sampler = Literal["grid", "random", "tpe", "nsga2"]
 Objectives = Literal["accuracy", "accuracy-parameters"]
@@ -168,7 +184,7 @@ class ParetoPoint(BaseModel):
 class StudyPublic(Public):
     id: uuid.UUID
     name: str
-    status: str
+    status: StudyStatus
     dataset: dict[str, Any]
     budget: dict[str, Any] | None
     seeds: list[int]

@@ -155,6 +155,25 @@ def test_compare_two_jobs_by_tag_and_by_pick(
     assert console_errors == []
 
 
+def test_the_short_ids_the_tables_show_open_pages_and_compare(
+    alice: Page, api_url: str, accounts: Accounts, console_errors: ConsoleErrors
+) -> None:
+    token = accounts.tokens["alice"]
+    ids = [submit(api_url, token, FAST) for _ in range(2)]
+    for job_id in ids:
+        assert wait_status(api_url, token, job_id)["status"] == "succeeded"
+    short = [job_id[:8] for job_id in ids]  # as the CLI and the jobs table show them
+
+    alice.goto(f"{api_url}/jobs/{short[0]}")
+    alice.wait_for_url(f"{api_url}/jobs/{ids[0]}")  # the page's own address is whole
+    expect(alice.locator("#status")).to_have_text("succeeded")
+
+    alice.goto(f"{api_url}/compare?job={short[0]}&job={short[1]}")
+    expect(alice.locator("#compare-table tbody tr")).to_have_count(2)
+    expect(alice.locator("#overlay")).to_have_attribute("data-series", "2")
+    assert console_errors == []
+
+
 def test_pages_are_readable_at_390_px(alice: Page, api_url: str) -> None:
     alice.set_viewport_size({"width": 390, "height": 844})
     for path in ("/", "/submit", "/compare", "/queue", "/datasets"):

@@ -18,8 +18,8 @@ from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
+from archsearch.schemas.jobs import JobStatus
 from tests.browser.conftest import ConsoleErrors, sign_in
 from tests.service import procs
 from tests.service.conftest import Accounts

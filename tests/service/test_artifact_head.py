@@ -18,12 +18,13 @@ import pytest
 from sqlalchemy import select
 
 from archsearch.jobs.domain.accounts import repository as account_repo
-from archsearch.jobs.domain.tables import Artifact, Job, JobStatus
+from archsearch.jobs.domain.tables import Artifact, Job
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.objects.local import LocalObjectStore
 from archsearch.jobs.platform.objects.s3 import S3ObjectStore
 from archsearch.jobs.platform.store import ArtifactStore
+from archsearch.schemas.jobs import JobStatus
 from tests.service import procs
 from tests.service.s3 import create_bucket, own_folder, s3_client, s3_env, start_s3_server
 

@@ -22,10 +22,11 @@ from archsearch.client import ApiError, ArchsearchClient
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.jobs.states import transition
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects.local import LocalObjectStore
 from archsearch.jobs.platform.store import ArtifactStore
+from archsearch.schemas.jobs import JobStatus
 from tests.service.conftest import Accounts
 
 pytestmark = pytest.mark.service

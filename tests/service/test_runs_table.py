@@ -19,8 +19,9 @@ from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.db import transaction
+from archsearch.schemas.jobs import JobStatus
 
 SPEC = {"method": "train", "dataset": {"name": "digits"}}
 # (test accuracy, parameters, duration seconds): repeats and gaps test ties and missing keys.

@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import repository
-from archsearch.jobs.domain.tables import Job, JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import Job, WorkerRecord
 from archsearch.jobs.platform.db import transaction
 from archsearch.schemas.errors import ErrorBody
+from archsearch.schemas.jobs import JobStatus
 from tests.service import procs
 from tests.service.conftest import Accounts
 

@@ -1,7 +1,8 @@
 """Jobs: submit, list, read, cancel, reprioritise, and a job's metrics and events.
 
 Every query is scoped to the caller's team (admins see all); another team's job answers
-404, exactly as a job that does not exist.
+404, exactly as a job that does not exist. Reads are `async def` on the async read engine
+(no thread hop); writes are plain `def`, one transaction each in FastAPI's thread pool.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
-from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from archsearch.api.auth import CurrentUser
@@ -24,19 +24,20 @@ from archsearch.api.deps import (
     read_session,
 )
 from archsearch.api.errors import BODY_ERROR_RESPONSES
-from archsearch.api.job_answers import Answer
-from archsearch.api.params import JobFiltersQuery, JobId, job_id_of
+from archsearch.api.live.answers import Answer
+from archsearch.api.params import JobFiltersQuery, JobId, parse_job_id
 from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
 from archsearch.api.state import AppState
 from archsearch.api.v1_checks import checked_caller
+from archsearch.jobs.domain.ids import whole_id
 from archsearch.jobs.domain.jobs import listing, repository, service
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.schemas.jobs import (
     EventPublic,
     EventsPublic,
     JobPublic,
     JobSort,
     JobsPublic,
+    JobStatus,
     MetricPoint,
     MetricsPublic,
     Priority,
@@ -99,15 +100,15 @@ async def list_jobs(
 
 @router.get("/{job_id}", response_model=JobPublic)
 async def read_job(job_id: str, request: Request) -> Response:
-    # The hottest route (clients poll it): the presented JSON comes from memory when this
-    # process holds a fresh copy (api/job_answers.py), else from one row read; either way
-    # serialised once, skipping FastAPI's second validation of the response model (the
-    # schema is still documented by response_model). No dependency of its own: the caller
-    # is the one the router's /v1 checks let through and the id is parsed here, as each
-    # dependency FastAPI solves costs more than what it does; a hit needs no session.
+    # The route clients poll: the presented JSON comes from memory when this process keeps
+    # a fresh copy (api/live/answers.py), else from one row read; either way serialised
+    # once, skipping FastAPI's second validation of the response model (the schema is
+    # still documented by response_model). No dependency of its own: each one FastAPI
+    # solves costs more than a kept answer, so the caller is the one the router's /v1
+    # checks let through, and the id is parsed here.
     state, principal = app_state(request), checked_caller(request)
-    job_uuid = job_id_of(job_id)
-    body = await state.job_answers.fresh(job_uuid, principal.team_filter)
+    job_uuid = whole_id(job_id) or await parse_job_id(job_id, request)
+    body = await state.live.answers.fresh(job_uuid, principal.team_filter)
     if body is None:
         body = await _read_and_keep(state, job_uuid, principal.team_filter)
     return Response(body, media_type="application/json")
@@ -117,7 +118,8 @@ async def _read_and_keep(
     state: AppState, job_id: uuid.UUID, team_filter: uuid.UUID | None
 ) -> bytes:
     """The job's answer from the database, kept for the next reads unless it is queued."""
-    generation = state.job_answers.generation
+    answers = state.live.answers
+    generation = answers.generation
 
     def read(sync_session: Session) -> JobPublic:
         job = repository.read_job_row(sync_session, job_id, team_id=team_filter)
@@ -127,15 +129,9 @@ async def _read_and_keep(
         public = await session.run_sync(read)
     body = public.model_dump_json().encode()
     if public.status is not JobStatus.queued:
-        state.job_answers.store(job_id, generation, Answer(body, public.team_id))
+        running = public.status is JobStatus.running
+        answers.store(job_id, generation, Answer(body, public.team_id, running))
     return body
-
-
-def read_job_route() -> APIRoute:
-    """`read_job`'s route, which the app also matches first (api/first_route.py)."""
-    route = next(r for r in router.routes if getattr(r, "endpoint", None) is read_job)
-    assert isinstance(route, APIRoute)
-    return route
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic)

@@ -8,9 +8,9 @@ Range and HEAD.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Request, Response, status
+from fastapi import APIRouter, Body, Request, Response, status
 from fastapi.responses import FileResponse
 from sqlalchemy.orm import Session
 
@@ -18,8 +18,8 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, ServicesDep, SessionDep, StoreDep
 from archsearch.api.downloads import DOWNLOAD_RESPONSES, serve_stored
 from archsearch.api.errors import BODY_ERROR_RESPONSES
+from archsearch.api.params import VersionNumber, VersionRef
 from archsearch.api.served_files import Served
-from archsearch.core.errors import UserError
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.models import service
 from archsearch.schemas.models import (
@@ -31,7 +31,6 @@ from archsearch.schemas.models import (
 )
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
-Version = Annotated[int, Path(ge=1)]
 
 
 @router.get("", response_model=ModelsPublic)
@@ -67,7 +66,7 @@ def create_version(
 
 @router.get("/{name}/versions/{version}", response_model=ModelVersionPublic)
 async def read_version(
-    name: str, version: Version, session: ReadSessionDep, principal: CurrentUser
+    name: str, version: VersionNumber, session: ReadSessionDep, principal: CurrentUser
 ) -> ModelVersionPublic:
     return await session.run_sync(service.read_version, principal, name, str(version))
 
@@ -106,19 +105,14 @@ def remove_alias(name: str, alias: str, session: SessionDep, principal: CurrentU
 @router.head("/{name}/{by}/{ref}/artifacts/{file}", include_in_schema=False)
 async def download_model_file(
     name: str,
-    by: Annotated[Literal["versions", "aliases"], Path(description="how `ref` names the version")],
-    ref: Annotated[str, Path(description="a version number (versions/2) or an alias")],
     file: str,
     request: Request,
     session: ReadSessionDep,
     services: ServicesDep,
     principal: CurrentUser,
+    ref: VersionRef,
 ) -> Response:
     """A file of a model version, the version named by number or by alias."""
-    if by == "versions" and not (ref.isdigit() and int(ref) >= 1):
-        error = UserError(f"a version number is 1 or more, not {ref!r}; or use aliases/{ref}")
-        error.field = "path.ref"
-        raise error
     served = await session.run_sync(_served, principal, name, ref, file)
     return await serve_stored(served, request, services.store, services.settings)
 

@@ -6,19 +6,17 @@ Scoped to the caller's team exactly like jobs: another team's study answers 404.
 
 from __future__ import annotations
 
-import mimetypes
-import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import EnqueuerDep, ReadSessionDep, SessionDep, SettingsDep, StoreDep
 from archsearch.api.errors import BODY_ERROR_RESPONSES
-from archsearch.jobs.domain.errors import NotFound
+from archsearch.api.params import StudyId
+from archsearch.api.presenters import attachment
 from archsearch.jobs.domain.studies import planning, service, summary
-from archsearch.jobs.domain.studies.repository import artifact_key, get_study
 from archsearch.schemas.studies import (
     StudiesPublic,
     StudyCreate,
@@ -28,17 +26,6 @@ from archsearch.schemas.studies import (
 )
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
-
-
-async def parse_study_id(study_id: str) -> uuid.UUID:
-    # A malformed id names no study: 404, like any other unknown id.
-    try:
-        return uuid.UUID(study_id)
-    except ValueError:
-        raise NotFound(f"no study {study_id}") from None
-
-
-StudyId = Annotated[uuid.UUID, Depends(parse_study_id)]
 
 
 @router.post(
@@ -111,13 +98,6 @@ async def list_study_artifacts(
 async def download_study_artifact(
     study_id: StudyId, name: str, session: ReadSessionDep, store: StoreDep, principal: CurrentUser
 ) -> Response:
-    study = await session.run_sync(get_study, study_id, team_id=principal.team_filter)
-    if study.artifacts_at is None or name not in summary.STUDY_ARTIFACTS:
-        raise NotFound(
-            f"study {study_id} has no artifact {name!r}; it has "
-            f"{', '.join(summary.STUDY_ARTIFACTS) if study.artifacts_at else 'none yet'}"
-        )
-    data = await run_in_threadpool(store.objects.get_bytes, artifact_key(study_id, name))
-    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-    return Response(data, media_type=media_type, headers=headers)
+    team = principal.team_filter
+    key = await session.run_sync(summary.artifact_key_of, study_id, name, team)
+    return attachment(await run_in_threadpool(store.objects.get_bytes, key), name)

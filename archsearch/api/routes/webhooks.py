@@ -8,15 +8,15 @@ webhook's secret) and carry `X-Archsearch-Delivery` (the same on every retry) an
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 
 from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, ServicesDep, SessionDep, SettingsDep
 from archsearch.api.errors import BODY_ERROR_RESPONSES
-from archsearch.jobs.domain.errors import NotFound
+from archsearch.api.params import WebhookId
+from archsearch.api.presenters import webhook_public, webhooks_public
 from archsearch.jobs.domain.webhooks import repository, service
 from archsearch.schemas.webhooks import (
     DeliveriesPublic,
@@ -28,16 +28,6 @@ from archsearch.schemas.webhooks import (
 )
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
-
-
-async def parse_webhook_id(webhook_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(webhook_id)
-    except ValueError:
-        raise NotFound(f"no webhook {webhook_id}") from None
-
-
-WebhookId = Annotated[uuid.UUID, Depends(parse_webhook_id)]
 
 
 @router.post(
@@ -61,8 +51,7 @@ def create_webhook(
 
 @router.get("", response_model=WebhooksPublic)
 async def list_webhooks(session: ReadSessionDep, principal: CurrentUser) -> WebhooksPublic:
-    found = await session.run_sync(repository.list_webhooks, principal.team_id)
-    return WebhooksPublic(data=[WebhookPublic.model_validate(w) for w in found])
+    return webhooks_public(await session.run_sync(repository.list_webhooks, principal.team_id))
 
 
 @router.get("/{webhook_id}", response_model=WebhookPublic)
@@ -70,7 +59,7 @@ async def read_webhook(
     webhook_id: WebhookId, session: ReadSessionDep, principal: CurrentUser
 ) -> WebhookPublic:
     found = await session.run_sync(repository.get_webhook, principal.team_id, webhook_id)
-    return WebhookPublic.model_validate(found)
+    return webhook_public(found)
 
 
 @router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT)

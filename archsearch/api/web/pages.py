@@ -10,7 +10,6 @@ Team mode needs a signed-in session (`session.py`); embedded `serve` needs no si
 from __future__ import annotations
 
 import functools
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -26,13 +25,14 @@ from archsearch.api.signing import WebSession, new_session
 from archsearch.api.throttle import TooManyAttempts, client_address
 from archsearch.api.web import session as web_session
 from archsearch.jobs.domain.accounts.service import LOCAL_USER, Principal, authenticate
-from archsearch.jobs.domain.errors import Forbidden, NotFound, Unauthenticated
-from archsearch.jobs.domain.jobs import repository
+from archsearch.jobs.domain.errors import AmbiguousId, Forbidden, NotFound, Unauthenticated
+from archsearch.jobs.domain.jobs import listing, repository
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies import summary as studies_summary
 from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.services import Services
 from archsearch.schemas.jobs import PRIORITY_LEVELS, TERMINAL_STATUSES, JobStatus
+from archsearch.schemas.studies import ENDED_STUDY_STATUSES
 from archsearch.specs import METHOD_NAMES, job_spec_adapter
 
 HERE = Path(__file__).parent
@@ -93,6 +93,7 @@ VOCABULARY = {
     "statuses": [status.value for status in JobStatus],
     "terminal": sorted(status.value for status in TERMINAL_STATUSES),
     "priorities": dict(PRIORITY_LEVELS),
+    "study_ended": sorted(status.value for status in ENDED_STUDY_STATUSES),
 }
 
 
@@ -122,8 +123,7 @@ def page(request: Request, name: str, page_name: str, **context: Any) -> Respons
 
 @router.get("/", response_class=HTMLResponse)
 def jobs_page(request: Request) -> Response:
-    statuses = [s.value for s in JobStatus]
-    return page(request, "jobs.html", "jobs", statuses=statuses, methods=METHOD_NAMES)
+    return page(request, "jobs.html", "jobs", methods=METHOD_NAMES)
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
@@ -134,11 +134,17 @@ def job_page(request: Request, job_id: str) -> Response:
     services = _services(request)
     try:
         with services.sessions() as session:
-            job = repository.read_job_row(session, uuid.UUID(job_id), seen[0].team_filter)
+            found = listing.resolve_job_id(session, job_id, seen[0].team_filter)
+            if str(found) != job_id:  # a start of the id: the page's own address is whole
+                return canonical(request, f"/jobs/{found}")
+            job = repository.read_job_row(session, found, seen[0].team_filter)
             initial = job_with_queue_state(session, job, services.settings)
-    except (NotFound, ValueError):
+    except NotFound:
         # Another team's job answers exactly as a missing one, as the API does.
         return render(request, "not_found.html", "job", {"what": f"job {job_id}"}, 404)
+    except AmbiguousId as error:
+        what = f"single job starting {job_id} (it starts {', '.join(error.candidates)})"
+        return render(request, "not_found.html", "job", {"what": what}, 409)
     return render(
         request, "job.html", "job", {"job_id": job_id, "initial": initial.model_dump(mode="json")}
     )
@@ -197,13 +203,25 @@ def study_page(request: Request, study_id: str) -> Response:
     services = _services(request)
     try:
         with services.sessions() as session:
-            detail = studies_summary.read_study(session, uuid.UUID(study_id), seen[0].team_filter)
+            found = studies_repository.resolve_study_id(session, study_id, seen[0].team_filter)
+            if str(found) != study_id:  # a start of the id: the page's own address is whole
+                return canonical(request, f"/studies/{found}")
+            detail = studies_summary.read_study(session, found, seen[0].team_filter)
             jobs = [study_job(job) for job in studies_repository.study_jobs(session, detail.id)]
-    except (NotFound, ValueError):
+    except NotFound:
         # Another team's study answers exactly as a missing one, as the API does.
         return render(request, "not_found.html", "studies", {"what": f"study {study_id}"}, 404)
+    except AmbiguousId as error:
+        what = f"single study starting {study_id} (it starts {', '.join(error.candidates)})"
+        return render(request, "not_found.html", "studies", {"what": what}, 409)
     context = {"study_id": study_id, "initial": detail.model_dump(mode="json"), "jobs": jobs}
     return render(request, "study.html", "studies", context)
+
+
+def canonical(request: Request, path: str) -> Response:
+    """The same page at its whole-id address (a bookmark then names one resource for good)."""
+    query = request.url.query
+    return RedirectResponse(f"{path}?{query}" if query else path, status_code=307)
 
 
 def study_job(job: Job) -> dict[str, Any]:
@@ -230,22 +248,21 @@ def sign_in(
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     """Check the token as the API checks a bearer token, then set the session cookie."""
-    services, address = _services(request), client_address(request)
+    services = _services(request)
     try:
         # No session exists yet, so no CSRF token: refuse a sign-in posted by another site.
         web_session.check_origin(request)
-        throttle.check(address, token)
         with services.sessions() as session:
             authenticate(session, f"Bearer {token.strip()}")
-    except TooManyAttempts as exc:
-        context = {"next": safe_next(next), "error": str(exc)}
-        page = render(request, "signin.html", "signin", context, status=429)
-        page.headers["Retry-After"] = str(exc.retry_after)
-        return page
     except (Unauthenticated, Forbidden) as exc:
-        if isinstance(exc, Unauthenticated):
-            throttle.failed(address, token)
         context = {"next": safe_next(next), "error": str(exc)}
+        try:
+            if isinstance(exc, Unauthenticated):  # a correct token is never counted
+                throttle.failed(client_address(request), token)
+        except TooManyAttempts as refused:
+            page = render(request, "signin.html", "signin", {**context, "error": str(refused)}, 429)
+            page.headers["Retry-After"] = str(refused.retry_after)
+            return page
         return render(request, "signin.html", "signin", context, status=401)
     response = RedirectResponse(safe_next(next), status_code=303)
     signer = app_state(request).session_signer

@@ -1,9 +1,17 @@
-"""Every error of the domain (jobs, accounts, datasets), in one module.
+"""The domain's error base classes, and the errors the jobs, accounts and datasets rooms
+raise.
 
 `api/errors.py` maps each base class to one HTTP status: `Unauthenticated` 401, `Forbidden`
 403, `NotFound` 404, `InvalidTransition` 409, `TooLarge` 413, `InvalidCursor` and `UserError`
-(bad input, with `field` when one field is to blame) 422, `QueueUnavailable` 503. Messages
-tell the user what to do.
+(bad input, with `field` when one field is to blame) 422, `QueueUnavailable` and `Busy` 503.
+Messages tell the user what to do.
+
+An error that one rule alone raises lives beside that rule, as a subclass of a base here or
+of `UserError`, so the table maps it with no entry of its own: `InvalidStudy`
+(`studies/expansion.py`), `InvalidName` (`models/service.py`), `InvalidWindow`
+(`usage/service.py`), `ReferencedJobError` (`jobs/validation.py`), and outside the domain
+`UnsafeTarget` (`jobs/platform/outbound.py`), `TooManyAttempts` (`api/throttle.py`, 429)
+and `InvalidVersionRef` (`api/params.py`).
 """
 
 from __future__ import annotations
@@ -95,3 +103,11 @@ class UnknownUploadedDataset(UserError):
     """A job names an uploaded dataset id that does not exist (a 422 on the job's field)."""
 
     field = "dataset.id"
+
+
+class AmbiguousId(JobsError):
+    """A start of an id that several resources' ids share; `candidates` lists some of them."""
+
+    def __init__(self, message: str, candidates: list[str]) -> None:
+        super().__init__(message)
+        self.candidates = candidates

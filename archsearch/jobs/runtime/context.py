@@ -25,11 +25,11 @@ from archsearch.core.context import checkpoint_from_bytes, checkpoint_to_bytes
 from archsearch.core.errors import ArtifactNotFoundError, JobCancelled
 from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.jobs import repository
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.stopping import StopRequest
+from archsearch.schemas.jobs import JobStatus
 
 
 class JobPreempted(JobCancelled):

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 
 from archsearch.jobs.domain.datasets import repository as datasets
 from archsearch.jobs.domain.jobs import repository
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import StoredObject
 from archsearch.jobs.platform.services import Services
+from archsearch.schemas.jobs import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import uuid
 
 from archsearch.jobs.domain.jobs import claims, repository
 from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.services import Services
+from archsearch.schemas.jobs import JobStatus
 
 log = logging.getLogger(__name__)
 EMBEDDED_OFFER = Offer("any")  # one machine: the job itself finds CUDA or falls back to CPU

@@ -4,9 +4,11 @@
 
 window.AS = (() => {
   const csrf = document.querySelector('meta[name="csrf-token"]')?.content || "";
-  // The API's words (statuses, the terminal ones, priority levels), handed over by the page.
+  // The API's words (job statuses, the terminal ones, the ended study statuses, priority
+  // levels), handed over by the page.
   const vocabulary = JSON.parse(document.getElementById("vocabulary").textContent);
   const ended = (status) => vocabulary.terminal.includes(status);
+  const studyEnded = (status) => vocabulary.study_ended.includes(status);
   const priorityName = (level) =>
     Object.keys(vocabulary.priorities).find((name) => vocabulary.priorities[name] === level) ?? String(level);
 
@@ -158,5 +160,5 @@ window.AS = (() => {
     return new uPlot(options, data, container);
   }
 
-  return { api, ApiError, el, showError, num, bytes, when, badge, datasetOf, shortId, follow, every, lineChart, csrf, vocabulary, ended, priorityName };
+  return { api, ApiError, el, showError, num, bytes, when, badge, datasetOf, shortId, follow, every, lineChart, csrf, vocabulary, ended, studyEnded, priorityName };
 })();

@@ -41,7 +41,7 @@
 
   async function jobEnded() {
     const job = await AS.api(`/v1/jobs/${id}`);
-    return ["succeeded", "failed", "cancelled"].includes(job.status);
+    return AS.ended(job.status);
   }
 
   async function run() {

@@ -37,7 +37,7 @@
       body.replaceChildren(...result.data.map(row));
       document.getElementById("empty").hidden = result.data.length > 0;
       showError(errorBox, null);
-      return result.data.some((s) => s.status === "running");
+      return result.data.some((s) => !AS.studyEnded(s.status));
     } catch (e) {
       showError(errorBox, e);
       return true;

@@ -12,7 +12,7 @@
   const errorBox = document.getElementById("action-error");
 
   const colorOf = (label) => COLORS[Math.max(0, study.arms.findIndex((a) => a.label === label)) % COLORS.length];
-  const ended = () => study.status !== "running";
+  const ended = () => AS.studyEnded(study.status);
 
   // Mean ± std over seeds, the std to two digits; one seed (or no spread) shows the mean.
   function stat(s, format = (v) => num(v, 3), spread = (v) => num(v, 2)) {
@@ -23,7 +23,7 @@
   function showHeader() {
     const status = document.getElementById("status");
     status.textContent = study.status;
-    status.className = `badge ${study.status === "finished" ? "succeeded" : study.status}`;
+    status.className = `badge ${study.status}`;
     document.getElementById("cancel").hidden = ended() || study.cancel_requested;
     const counts = Object.entries(study.counts || {}).sort((a, b) => b[1] - a[1]);
     document.getElementById("counts").replaceChildren(...counts.map(([s, n]) =>

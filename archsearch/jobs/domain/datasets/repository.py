@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.errors import DatasetNotFound
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
+from archsearch.schemas.jobs import JobStatus
 
 ACTIVE = (JobStatus.queued, JobStatus.running)
 

@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.jobs.repository import get_job
 from archsearch.jobs.domain.jobs.states import transition
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.domain.usage import repository as usage
+from archsearch.schemas.jobs import JobStatus
 
 
 class Claim(enum.Enum):

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.jobs.repository import get_job
 from archsearch.jobs.domain.jobs.states import transition
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.domain.webhooks import events
+from archsearch.schemas.jobs import JobStatus
 
 PREEMPTED = "preempted"  # the first word of the event's reason
 

@@ -21,8 +21,11 @@ from sqlalchemy import Float, Select, cast, func, select, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from archsearch.jobs.domain import ids
 from archsearch.jobs.domain.errors import InvalidCursor
-from archsearch.jobs.domain.tables import Job, JobStatus, JobTag
+from archsearch.jobs.domain.ids import id_range
+from archsearch.jobs.domain.tables import Job, JobTag
+from archsearch.schemas.jobs import JobStatus
 
 # What `sort` may name (a leading `-` sorts descending); the default is newest first.
 SORT_KEYS = ("created_at", "test_accuracy", "parameters", "duration", "status", "method")
@@ -43,13 +46,6 @@ class JobFilters:
     dataset: str | None = None
     study_id: uuid.UUID | None = None
     include_study_jobs: bool = True
-
-
-def id_range(id_prefix: str) -> tuple[uuid.UUID, uuid.UUID]:
-    """The first and last id starting with `id_prefix`: a range scan of the primary key
-    on both databases (uuids order as their hex digits on PostgreSQL and in SQLite's text)."""
-    prefix = id_prefix.lower()
-    return uuid.UUID(prefix.ljust(32, "0")), uuid.UUID(prefix.ljust(32, "f"))
 
 
 def parse_sort(sort: str) -> tuple[str, bool]:
@@ -150,3 +146,8 @@ def list_jobs(
         last_job, last_key = rows[limit - 1]
         next_cursor = encode_cursor(sort, last_key, last_job.id)
     return [job for job, _ in rows[:limit]], next_cursor
+
+
+def resolve_job_id(session: Session, text: str, team_id: uuid.UUID | None) -> uuid.UUID:
+    """The job of the caller's team that `text`, a whole id or a unique start of one, names."""
+    return ids.resolve(session, Job.id, Job.team_id, text, team_id, "job")

@@ -19,7 +19,8 @@ from sqlalchemy import ColumnElement, Float, and_, case, func, or_, select, type
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from archsearch.jobs.domain.base import as_utc
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus, WorkerRecord
+from archsearch.jobs.domain.tables import Job, JobEvent, WorkerRecord
+from archsearch.schemas.jobs import JobStatus
 
 TERMINAL = [s for s in JobStatus if s.terminal]
 # The reasons a run fails with (executor, reaper, submit); anything else counts as "other",

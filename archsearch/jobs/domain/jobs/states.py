@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session, object_session
 
 from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.errors import InvalidTransition
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus
+from archsearch.jobs.domain.tables import Job, JobEvent
 from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.domain.webhooks import events
+from archsearch.schemas.jobs import JobStatus
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.queued: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),

@@ -22,10 +22,11 @@ from archsearch.jobs.domain.models.tables import (
     ModelVersionFile,
     RegisteredModel,
 )
-from archsearch.jobs.domain.tables import Artifact, Job, JobStatus
+from archsearch.jobs.domain.tables import Artifact, Job
 from archsearch.jobs.domain.webhooks import events
 from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.store import ArtifactStore
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.models import (
     ALIAS_PATTERN,
     MODEL_NAME_PATTERN,

@@ -12,8 +12,9 @@ from typing import Any, get_args
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import utcnow
-from archsearch.jobs.domain.tables import Job, JobStatus
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.domain.webhooks import repository
+from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.webhooks import WebhookEventName
 
 JOB_OUTCOMES = {

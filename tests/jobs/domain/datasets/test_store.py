@@ -25,11 +25,11 @@ from archsearch.jobs.domain.errors import (
 )
 from archsearch.jobs.domain.jobs import repository as job_repository
 from archsearch.jobs.domain.jobs.validation import dataset_input_shape, validate_submission
-from archsearch.jobs.domain.tables import JobStatus
 from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.data import load_job_dataset
+from archsearch.schemas.jobs import JobStatus
 from archsearch.specs import DatasetRef, parse_job_spec
 from tests.jobs.domain.datasets.files import (
     MALFORMED,

@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import metrics_repository as figures
-from archsearch.jobs.domain.tables import Job, JobEvent, JobStatus
+from archsearch.jobs.domain.tables import Job, JobEvent
 from archsearch.jobs.platform.db import make_engine, make_session_factory
 from archsearch.jobs.platform.migrate import upgrade
+from archsearch.schemas.jobs import JobStatus
 
 
 @pytest.fixture()
