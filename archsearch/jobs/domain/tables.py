@@ -30,9 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from archsearch.jobs.domain.base import Base, BigId, Timestamp, utcnow
-from archsearch.schemas.jobs import TERMINAL_STATUSES, JobStatus
-
-__all__ = ["TERMINAL_STATUSES", "JobStatus"]  # defined once, on the wire; the ORM stores it
+from archsearch.schemas.jobs import JobStatus  # defined once, on the wire; the ORM stores it
 
 
 class Job(Base):
