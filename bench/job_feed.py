@@ -30,6 +30,7 @@ from sqlalchemy import create_engine, text
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from job_notifications import RUNNING_SQL  # noqa: E402
 from job_queue import add_queued, backend_cpu_seconds, seed_people  # noqa: E402
 
 from archsearch.api.live.feed import CHANNEL  # noqa: E402
@@ -40,13 +41,6 @@ from tests.service import procs  # noqa: E402
 
 TRIGGERS = {"0020: progress notifies": "0020", "0021: state only": "0021"}
 FLUSH_SECONDS, RENEW_SECONDS = 0.5, 5.0
-RUNNING_SQL = """
-UPDATE jobs SET status = 'running', worker = 'bench-' || picked.k, lease_expires_at = now()
-FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k FROM jobs
-      WHERE status = 'queued' LIMIT :count) AS picked
-WHERE jobs.id = picked.id
-RETURNING picked.k, jobs.id
-"""
 
 
 @dataclass

@@ -28,7 +28,6 @@ from archsearch.jobs.domain.errors import (
     InvalidTransition,
     NotFound,
     PreviewUnavailable,
-    QueueUnavailable,
     TooLarge,
     Unauthenticated,
 )
@@ -54,7 +53,6 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     # Any value of the request the server refuses, whoever noticed it (the schema or a check
     # against this deployment): one code, the detail names the field.
     (UserError, 422, "invalid_request"),
-    (QueueUnavailable, 503, "queue_unavailable"),
     (Busy, 503, "busy"),
     (SchemaBehind, 503, "schema_behind"),
     (StorageUnavailable, 503, "storage_unavailable"),

@@ -12,12 +12,16 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy.orm import Session, sessionmaker
 
+from archsearch.jobs.domain.accounts.tables import Team, User
+from archsearch.jobs.domain.tables import Job, WorkerRecord
 from tests.conftest import REPO_ROOT
 from tests.service.conftest import pg_url, sessions  # noqa: F401 (fixtures, found by name)
 
@@ -66,3 +70,13 @@ def render(overlay: str) -> list[dict[str, Any]]:
 def rendered() -> dict[str, list[dict[str, Any]]]:
     """Every overlay's objects, as `kubectl kustomize` renders them."""
     return {overlay: render(overlay) for overlay in OVERLAYS}
+
+
+@pytest.fixture
+def session(sessions: sessionmaker[Session]) -> Iterator[Session]:  # noqa: F811
+    """An empty queue and fleet (inside this transaction), rolled back after the test."""
+    with sessions() as session:
+        for model in (Job, WorkerRecord, User, Team):
+            session.query(model).delete()
+        yield session
+        session.rollback()

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts import repository as accounts
 from archsearch.jobs.domain.accounts.tables import Team, User
@@ -56,16 +56,6 @@ def queries() -> dict[str, str]:
         assert trigger["metadata"]["connectionFromEnv"] == "ARCHSEARCH_DATABASE_URL"
         found[kind] = trigger["metadata"]["query"]
     return found
-
-
-@pytest.fixture
-def session(sessions: sessionmaker[Session]) -> Iterator[Session]:
-    """An empty queue (inside this transaction), rolled back after the test."""
-    with sessions() as session:
-        for model in (Job, WorkerRecord, User, Team):
-            session.query(model).delete()
-        yield session
-        session.rollback()
 
 
 @dataclass

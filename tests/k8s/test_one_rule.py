@@ -12,17 +12,14 @@ savepoint of one transaction and rolled back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from random import Random
 
-import pytest
 from sqlalchemy import text
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.jobs import claimable
-from archsearch.jobs.domain.tables import Job, WorkerRecord
+from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import JobStatus
 from tests.k8s.test_keda_query import KINDS, LOW, NORMAL, URGENT, Seed, claimed_by, fleet_counts
@@ -78,16 +75,6 @@ def draw_state(rng: Random) -> State:
         fleet_gpu_memory_gb=rng.choice((None, 16.0, 40.0)),
         jobs=[draw_job(rng) for _ in range(rng.randint(2, 14))],
     )
-
-
-@pytest.fixture
-def session(sessions: sessionmaker[Session]) -> Iterator[Session]:
-    """An empty database (inside this transaction), rolled back after the test."""
-    with sessions() as session:
-        for model in (Job, WorkerRecord, User, Team):
-            session.query(model).delete()
-        yield session
-        session.rollback()
 
 
 def seed_state(session: Session, state: State) -> None:

@@ -29,7 +29,6 @@ from archsearch.api.params import JobFiltersQuery, JobId, parse_job_id
 from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
 from archsearch.api.state import AppState
 from archsearch.api.v1_checks import checked_caller
-from archsearch.jobs.domain.ids import whole_id
 from archsearch.jobs.domain.jobs import listing, repository, service
 from archsearch.schemas.jobs import (
     EventPublic,
@@ -107,7 +106,7 @@ async def read_job(job_id: str, request: Request) -> Response:
     # solves costs more than a kept answer, so the caller is the one the router's /v1
     # checks let through, and the id is parsed here.
     state, principal = app_state(request), checked_caller(request)
-    job_uuid = whole_id(job_id) or await parse_job_id(job_id, request)
+    job_uuid = await parse_job_id(job_id, request)
     body = await state.live.answers.fresh(job_uuid, principal.team_filter)
     if body is None:
         body = await _read_and_keep(state, job_uuid, principal.team_filter)

@@ -3,7 +3,7 @@ raise.
 
 `api/errors.py` maps each base class to one HTTP status: `Unauthenticated` 401, `Forbidden`
 403, `NotFound` 404, `InvalidTransition` 409, `TooLarge` 413, `InvalidCursor` and `UserError`
-(bad input, with `field` when one field is to blame) 422, `QueueUnavailable` and `Busy` 503.
+(bad input, with `field` when one field is to blame) 422, `Busy` 503.
 Messages tell the user what to do.
 
 An error that one rule alone raises lives beside that rule, as a subclass of a base here or
@@ -45,10 +45,6 @@ class InvalidCursor(JobsError):
 
 class TooLarge(JobsError):
     """An upload or request over a configured limit; the message names the limit."""
-
-
-class QueueUnavailable(JobsError):
-    """The broker could not be reached; the job was stored as failed, not lost silently."""
 
 
 class Busy(JobsError):

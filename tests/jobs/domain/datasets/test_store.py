@@ -5,7 +5,6 @@ job trains on normalised with the stored statistics (checked against numpy)."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,9 +24,7 @@ from archsearch.jobs.domain.errors import (
 )
 from archsearch.jobs.domain.jobs import repository as job_repository
 from archsearch.jobs.domain.jobs.validation import dataset_input_shape, validate_submission
-from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
-from archsearch.jobs.platform.settings import Settings
 from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.schemas.jobs import JobStatus
 from archsearch.specs import DatasetRef, parse_job_spec
@@ -40,18 +37,6 @@ from tests.jobs.domain.datasets.files import (
 )
 
 DEFAULTS = UploadOptions()
-
-
-@pytest.fixture()
-def services(tmp_path: Path) -> Services:
-    settings = Settings(
-        home=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
-        artifact_root=tmp_path / "artifacts",
-        broker_url=None,
-    )
-    upgrade(settings.resolved_database_url)
-    return Services.from_settings(settings)
 
 
 def upload(

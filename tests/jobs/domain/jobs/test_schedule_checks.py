@@ -4,15 +4,11 @@ interval left out is shortened to the job's steps and accepted."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.jobs.validation import validate_submission
-from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.services import Services
-from archsearch.jobs.platform.settings import Settings
 from archsearch.specs import parse_job_spec
 
 # digits on 224 samples in batches of 16 for 9 epochs: 126 steps, the study preset's arm.
@@ -23,18 +19,6 @@ SHORT_RIGL = {
     "density": 0.1,
     "training": {"epochs": 9, "batch_size": 16},
 }
-
-
-@pytest.fixture()
-def services(tmp_path: Path) -> Services:
-    settings = Settings(
-        home=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
-        artifact_root=tmp_path / "artifacts",
-        broker_url=None,
-    )
-    upgrade(settings.resolved_database_url)
-    return Services.from_settings(settings)
 
 
 def test_an_interval_that_makes_no_update_is_refused_naming_the_field(services: Services) -> None:
