@@ -126,8 +126,10 @@ def test_a_hung_child_is_killed_at_its_time_limit(tmp_path: Path) -> None:
 
 
 def waits_for(path: Path) -> int:
+    """The number written to `path`, once written: `write_text` creates the file before it
+    writes, so an empty file is one still being written."""
     deadline = time.monotonic() + 60
-    while not path.exists() and time.monotonic() < deadline:
+    while not (path.exists() and path.read_text()) and time.monotonic() < deadline:
         time.sleep(0.01)
     return int(path.read_text())
 
