@@ -24,6 +24,7 @@ Run: python bench/fidelity.py [--quick]   (about 20 minutes on 2 cores; --quick:
 `--section5` runs instead the weight-free paper's own experiment (section 5: binary tasks
 between class groups, three small training sets, AUC, the rows bin, bin -> real, real (R+),
 real, random, agnostic; median and quartiles over `--seeds` seeds), see `bench/_section5.py`.
+Every trained row there is tuned alike: swept over `--lrs`, best by validation AUC.
 `--class-split` runs the transfer of a pruned architecture between class splits (0-4 -> 5-9
 of MNIST and Fashion-MNIST; learned vs random-per-layer vs magnitude masks), see
 `bench/_class_split.py`.
@@ -284,15 +285,17 @@ def verdict(
     return f"{diff:+.3f}", word
 
 
-def _section5_cell(args: tuple[str, int, int]) -> tuple[str, int, dict[str, float]]:
-    dataset, size, seed = args
-    return dataset, size, section5.one_cell(dataset, size, seed, DATA_DIRS)
+def _section5_cell(
+    args: tuple[str, int, int, tuple[float, ...]],
+) -> tuple[str, int, dict[str, float]]:
+    dataset, size, seed, lrs = args
+    return dataset, size, section5.one_cell(dataset, size, seed, DATA_DIRS, lrs)
 
 
-def run_section5(seeds: int, workers: int) -> None:
+def run_section5(seeds: int, workers: int, lrs: tuple[float, ...]) -> None:
     """Seed by seed (every cell of a seed before the next seed), so that a run stopped with
     Ctrl-C still prints a table over the seeds it completed for every cell."""
-    tasks = [(d, n, s) for s in range(seeds) for d in section5.TASKS for n in section5.SIZES]
+    tasks = [(d, n, s, lrs) for s in range(seeds) for d in section5.TASKS for n in section5.SIZES]
     start = time.perf_counter()
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     pool = ProcessPoolExecutor(max_workers=workers)
@@ -306,7 +309,7 @@ def run_section5(seeds: int, workers: int) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
     done = min(len(runs) for runs in results.values())
     section5.print_table(
-        {key: runs[:done] for key, runs in results.items()}, time.perf_counter() - start
+        {key: runs[:done] for key, runs in results.items()}, time.perf_counter() - start, lrs
     )
 
 
@@ -337,9 +340,16 @@ def main() -> None:
     parser.add_argument("--section5", action="store_true", help="the weight-free paper's own run")
     parser.add_argument("--class-split", action="store_true", help="transfer 0-4 -> 5-9")
     parser.add_argument("--seeds", type=int, default=5, help="--section5 / --class-split seeds")
+    parser.add_argument(
+        "--lrs",
+        type=float,
+        nargs="+",
+        default=section5.LRS,
+        help="--section5: the step sizes every trained row is swept over",
+    )
     args = parser.parse_args()
     if args.section5:
-        run_section5(args.seeds, args.workers)
+        run_section5(args.seeds, args.workers, tuple(args.lrs))
         return
     if args.class_split:
         run_class_split(args.seeds, args.workers)

@@ -62,7 +62,7 @@ from archsearch.jobs.runtime.study_charts import chart_files  # noqa: E402
 from tests.service import procs  # noqa: E402
 
 DATASETS = ("mnist", "fashion_mnist")
-TERMINAL = {"succeeded", "failed", "cancelled"}
+TERMINAL = {"succeeded", "failed", "cancelled", "pruned"}
 
 
 def start_service(workers: int, tmp: Path) -> tuple[str, str, str, list[procs.Proc]]:

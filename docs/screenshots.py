@@ -7,6 +7,8 @@ PNGs.
 
     python docs/screenshots.py            # writes docs/screenshots/*.png
     python docs/screenshots.py studies    # only the studies pages (studies*.png)
+    python docs/screenshots.py models     # only the models pages (models*.png)
+    python docs/screenshots.py runs       # only the runs table's columns and the knob plot
 """
 
 from __future__ import annotations
@@ -141,7 +143,80 @@ def photograph_studies(url: str) -> None:
         browser.close()
 
 
+def photograph_models(url: str) -> None:
+    """Two versions of a model (one archived), a pruned model and a transfer built on it."""
+    small = submit(url, {**TRAIN, "model": {"name": "mlp", "hidden": [32]}}, "models")
+    large = submit(url, {**TRAIN, "model": {"name": "mlp", "hidden": [128]}}, "models")
+    pruned = submit(url, {**TRAIN, "method": "prune", "density": 0.2}, "models")
+    for job_id in (small, large, pruned):
+        wait_finished(url, job_id)
+    transfer = {"method": "transfer", "dataset": {"name": "digits"}, "source_job": pruned}
+    moved = submit(url, {**transfer, "steps": 60}, "models")
+    wait_finished(url, moved)
+    for name, job_id in (("digits-mlp", small), ("digits-mlp", large), ("digits-sparse", pruned)):
+        httpx.post(f"{url}/v1/models/{name}/versions", json={"job_id": job_id}).raise_for_status()
+    httpx.post(f"{url}/v1/models/digits-transfer/versions", json={"job_id": moved})
+    httpx.put(f"{url}/v1/models/digits-mlp/aliases/production", json={"version": 2})
+    httpx.patch(f"{url}/v1/models/digits-mlp/versions/1", json={"archived": True})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+        page = browser.new_page()
+        shoot(page, f"{url}/models", "models")
+        shoot(page, f"{url}/models/digits-mlp", "models-versions")
+        shoot(page, f"{url}/models/digits-transfer", "models-lineage")
+        browser.close()
+
+
+# The runs table with a metric and a spec column, a metric filter and a sort on the spec.
+RUNS_TABLE = (
+    "/?col=metrics.test_accuracy&col=spec.training.optimizer.lr"
+    "&where=metrics.test_accuracy%3E0.5&sort=-spec.training.optimizer.lr"
+)
+
+
+def photograph_runs(url: str) -> None:
+    """Four runs that differ in their optimizer and learning rate: the runs table's chosen
+    columns, and accuracy against the learning rate on Compare (the section alone)."""
+    runs = [("sgd", 0.1), ("sgd", 0.01), ("adam", 0.01), ("adam", 0.001)]
+    ids = [
+        submit(
+            url, {**TRAIN, "training": {"epochs": 3, "optimizer": {"name": n, "lr": lr}}}, "runs"
+        )
+        for n, lr in runs
+    ]
+    for job_id in ids:
+        wait_finished(url, job_id)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+        page = browser.new_page()
+        page.set_viewport_size({"width": 1280, "height": 600})
+        page.goto(f"{url}{RUNS_TABLE}")
+        page.locator("#jobs tbody tr").first.wait_for()
+        # The chosen columns come last: scrolled into view, as a user would.
+        page.locator(".table-wrap").evaluate("wrap => { wrap.scrollLeft = wrap.scrollWidth; }")
+        page.screenshot(path=str(OUT / "runs-columns.png"))
+        print(f"wrote {OUT / 'runs-columns'}.png")
+        page.goto(f"{url}/compare?tag=runs&knob=spec.training.optimizer.lr")
+        knob = page.locator("section", has=page.locator("#knob-plot"))
+        knob.locator("circle").first.wait_for()
+        knob.screenshot(path=str(OUT / "compare-knob.png"))
+        print(f"wrote {OUT / 'compare-knob'}.png")
+        browser.close()
+
+
 def main() -> None:
+    pages = {"models": photograph_models, "runs": photograph_runs}
+    if len(sys.argv) == 2 and sys.argv[1] in pages:  # only those pages
+        with tempfile.TemporaryDirectory(prefix="archsearch-shots-") as scratch:
+            port = free_port()
+            server = serve(Path(scratch), port)
+            try:
+                wait_ready(f"http://127.0.0.1:{port}")
+                pages[sys.argv[1]](f"http://127.0.0.1:{port}")
+            finally:
+                server.send_signal(signal.SIGINT)
+                server.wait(timeout=30)
+        return
     only_studies = sys.argv[1:] == ["studies"]
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="archsearch-shots-") as scratch:
@@ -152,6 +227,7 @@ def main() -> None:
             wait_ready(url)
             if not only_studies:
                 photograph(url)
+                photograph_models(url)
             photograph_studies(url)
         finally:
             server.send_signal(signal.SIGINT)

@@ -39,6 +39,7 @@ SECRETS = {
     "MINIO_APP_USER",
     "MINIO_APP_PASSWORD",
     "SESSION_SECRET",
+    "SECRET_KEYS",
 }
 
 
@@ -77,6 +78,8 @@ FILLED_ENV = {
 }
 # The API refuses a session secret shorter than 32 characters at start.
 FILLED_ENV["SESSION_SECRET"] = "filled-session-secret-of-forty-characters"
+# ... and keys that are not Fernet keys (32 bytes of url-safe base64).
+FILLED_ENV["SECRET_KEYS"] = "ZmlsbGVkLXNlY3JldC1rZXlzLW9mLTMyLWJ5dGVzLi4="
 FILLED = interpolate(COMPOSE, FILLED_ENV)
 FILLED_SERVICES = FILLED["services"]
 

@@ -34,6 +34,7 @@ from archsearch.jobs.domain.errors import (
 from archsearch.jobs.platform.db import DATABASE_REFUSED_INPUT, DATABASE_UNAVAILABLE
 from archsearch.jobs.platform.migrate import SchemaBehind
 from archsearch.jobs.platform.objects import StorageConfigError, StorageUnavailable
+from archsearch.jobs.platform.secret_keys import SecretKeyProblem
 from archsearch.schemas.errors import ErrorBody, FieldError
 from archsearch.specs.errors import problem_field, problem_message
 
@@ -57,6 +58,7 @@ ERROR_TABLE: list[tuple[type[Exception], int, str]] = [
     (SchemaBehind, 503, "schema_behind"),
     (StorageUnavailable, 503, "storage_unavailable"),
     (StorageConfigError, 503, "storage_misconfigured"),
+    (SecretKeyProblem, 503, "secret_keys_missing"),  # the message names the setting to fix
     *((error, 503, "database_unavailable") for error in DATABASE_UNAVAILABLE),
     *((error, 422, "invalid_input") for error in DATABASE_REFUSED_INPUT),
 ]

@@ -36,6 +36,10 @@ RUN_SECONDS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600
 # The devices a job may ask for (`resources.device`): each has a queue sample, 0 when empty.
 JOB_DEVICES = ("auto", "cpu", "cuda")
 CLAIM_SECONDS = (0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0, 1800.0, 3600.0)
+# A run's peak memory (`jobs/runtime/figures.py`): 64 MiB to 128 GiB.
+PEAK_MEMORY_BYTES = tuple(float(2**power) for power in range(26, 38))
+# A run's utilisation: a GPU's mean busy fraction (<= 1), a CPU process's cores kept busy.
+UTILIZATION = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 
 
 class HttpFigures:
@@ -146,13 +150,34 @@ class JobsCollector(Collector):
             CLAIM_SECONDS,
             claim,
         )
+        yield from self._run_figures()
+
+    def _run_figures(self) -> Iterable[Metric]:
+        with self.services.sessions() as session:
+            peak = metrics_repository.figure_by_method(
+                session, "device_peak_memory_mb", PEAK_MEMORY_BYTES, scale=2**20
+            )
+            busy = metrics_repository.figure_by_method(session, "device_utilization", UTILIZATION)
+        yield _histogram(
+            "archsearch_job_peak_memory_bytes",
+            "peak memory of succeeded jobs' last runs (CUDA: allocated; CPU: resident), by method",
+            PEAK_MEMORY_BYTES,
+            peak,
+        )
+        yield _histogram(
+            "archsearch_job_device_utilization",
+            "utilisation of succeeded jobs' last runs (GPU: mean busy fraction by NVML; CPU: "
+            "cores busy, CPU time / wall time), by method",
+            UTILIZATION,
+            busy,
+        )
 
     def _device_seconds(self) -> CounterMetricFamily:
         with self.services.sessions() as session:
             rows = usage_repository.seconds_by_team_and_device(session)
         return _counter(
             "archsearch_device_seconds",
-            "device time held by job attempts (claim to end), by team and device",
+            "device time charged to job runs (claim to end, times the device share they held)",
             ("team", "device"),
             rows,
         )

@@ -80,7 +80,8 @@ def compact_count(value: float | None) -> str:
 
 
 def duration_text(job: JobPublic) -> str:
-    """How long the run took (or has run so far): `42s`, `3m05s`, `1h02m`."""
+    """Time since the job was first claimed, to its end (or now): `42s`, `3m05s`, `1h02m`;
+    it includes any time back in the queue after a requeue or preemption."""
     if job.started_at is None:
         return ""
     end = job.finished_at or datetime.now(UTC)

@@ -14,7 +14,6 @@ from typing import IO, get_args
 import click
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -37,6 +36,9 @@ from archsearch.cli.models import models
 from archsearch.cli.server_commands import WithServerCommands
 from archsearch.cli.specs import spec_problems, spec_schema
 from archsearch.cli.studies import study
+from archsearch.cli.summary import print_summary
+from archsearch.cli.usage import usage
+from archsearch.cli.webhooks import webhooks
 from archsearch.client import ArchsearchClient
 from archsearch.schemas.jobs import JobPublic, JobSort, JobStatus
 from archsearch.schemas.logs import JobLogLinePublic
@@ -53,6 +55,8 @@ def main() -> None:
 main.add_command(datasets)
 main.add_command(study)
 main.add_command(models)
+main.add_command(usage)
+main.add_command(webhooks)
 main.add_command(spec_schema)
 
 
@@ -61,8 +65,13 @@ main.add_command(spec_schema)
 @url_option
 @click.option("--wait/--no-wait", "wait_", default=False, help="wait for the job to finish")
 @click.option("--tag", "tags", multiple=True, help="tag the job (repeatable)")
-def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> None:
-    """Submit the job described by SPEC_FILE (JSON; '-' reads standard input)."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="print the job as JSON (with --wait: as it ended)"
+)
+def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...], as_json: bool) -> None:
+    """Submit the job described by SPEC_FILE (JSON; '-' reads standard input). Prints its id;
+    with --wait, a progress bar and then a short summary (status, key metrics, where the
+    files are), or with --json the job's JSON alone, for scripts."""
     try:
         spec = json.load(spec_file)
     except json.JSONDecodeError as exc:
@@ -73,9 +82,12 @@ def submit(spec_file: IO[str], url: str, wait_: bool, tags: tuple[str, ...]) -> 
         )
     with client_for(url) as client:
         job = client.submit(spec, tags=tags)
-        console.print(str(job.id))
+        if not as_json:
+            console.print(str(job.id))
         if wait_:
-            _wait_with_progress(client, job)
+            _wait_with_progress(client, job, url, as_json)
+        elif as_json:
+            click.echo(job.model_dump_json(indent=2))
 
 
 @main.command("list")
@@ -160,8 +172,25 @@ def status(job_id: str, url: str) -> None:
     console.print_json(job.model_dump_json())
 
 
-def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
+def _wait_with_progress(
+    client: ArchsearchClient, job: JobPublic, url: str, as_json: bool = False
+) -> JobPublic:
     short = str(job.id)[:SHORT_ID]
+    if as_json:  # no bar: standard output is the JSON alone
+        job = client.wait(job.id)
+        click.echo(job.model_dump_json(indent=2))
+    else:
+        job = _follow_with_bar(client, job, short)
+        artifacts = client.artifacts(job.id) if job.status is JobStatus.succeeded else []
+        print_summary(job, artifacts, url.rstrip("/"), short)
+    if job.status is not JobStatus.succeeded:
+        sys.exit(EXIT_FAILED)
+    if job.warnings:
+        sys.exit(EXIT_WARNINGS)
+    return job
+
+
+def _follow_with_bar(client: ArchsearchClient, job: JobPublic, short: str) -> JobPublic:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -176,26 +205,19 @@ def _wait_with_progress(client: ArchsearchClient, job: JobPublic) -> JobPublic:
                 task, completed=current.progress, description=f"{short} {current.status}"
             )
 
-        job = client.wait(job.id, on_update=update)
-    summary = job.error or json.dumps(job.latest_metrics)
-    console.print(f"{job.status}: {summary}", highlight=False, markup=False)
-    for warning in job.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning.message)} ({warning.code})")
-    if job.status is not JobStatus.succeeded:
-        sys.exit(EXIT_FAILED)
-    if job.warnings:
-        sys.exit(EXIT_WARNINGS)
-    return job
+        return client.wait(job.id, on_update=update)
 
 
 @main.command()
 @click.argument("job_id")
 @url_option
-def wait(job_id: str, url: str) -> None:
-    """Wait for a job with a progress bar; exit 1 unless it succeeds, 3 if it succeeded with
-    a usefulness warning (collapsed or chance-level predictions)."""
+@click.option("--json", "as_json", is_flag=True, help="print the ended job as JSON")
+def wait(job_id: str, url: str, as_json: bool) -> None:
+    """Wait for a job with a progress bar, then a short summary; exit 1 unless it succeeds,
+    3 if it succeeded with a usefulness warning (collapsed or chance-level predictions)."""
     with client_for(url) as client:
-        _wait_with_progress(client, client.get_job(client.resolve_job_id(job_id)))
+        job = client.get_job(client.resolve_job_id(job_id))
+        _wait_with_progress(client, job, url, as_json)
 
 
 @main.command()

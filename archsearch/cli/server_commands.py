@@ -19,7 +19,7 @@ SERVER_MODULE = "archsearch.server.commands"
 SERVER_COMMANDS = {
     "serve": "Run everything on this machine: API + local job runner.",
     "api": "Run the API of a team deployment.",
-    "worker": "Run job workers, one job per device at a time.",
+    "worker": "Run job workers, ARCHSEARCH_WORKER_SLOTS jobs per device at a time.",
     "db": "Database schema: upgrade, current.",
     "admin": "Teams, users and API tokens (team mode).",
 }

@@ -12,7 +12,7 @@ from rich.table import Column, Table
 from archsearch.cli.common import client_for, console, unique_prefixes, url_option
 from archsearch.client import ArchsearchClient
 from archsearch.schemas.jobs import JobStatus
-from archsearch.schemas.studies import Stat, StudyDetail, StudyPlan
+from archsearch.schemas.studies import Stat, StudyDetail, StudyPlan, WallTime
 
 
 @click.group()
@@ -102,7 +102,7 @@ def cancel(study_id: str, url: str) -> None:
 
 
 def _print_plan(plan: StudyPlan) -> None:
-    table = Table("arm", "method", "jobs", "steps/job", "samples/job")
+    table = Table("arm", "method", "jobs", "steps/job", "samples/job", "minutes/job")
     for arm in plan.arms:
         table.add_row(
             arm.label,
@@ -110,14 +110,29 @@ def _print_plan(plan: StudyPlan) -> None:
             str(arm.jobs),
             f"{arm.optimizer_steps:,}",
             f"{arm.training_samples:,}",
+            minutes_text(arm.wall_time),
         )
     console.print(table)
+    if plan.wall_time is not None:
+        console.print(
+            f"wall time: {minutes_text(plan.wall_time)} minutes ({plan.wall_time.basis})",
+            highlight=False,
+        )
     budget = f"budget {plan.budget_steps:,} steps a job; " if plan.budget_steps else ""
     console.print(
         f"{plan.name}: {plan.jobs} jobs; {budget}{plan.optimizer_steps:,} optimizer steps and "
         f"{plan.training_samples:,} training samples in all. Nothing was queued.",
         highlight=False,
     )
+
+
+def minutes_text(estimate: WallTime | None) -> str:
+    """`12 (8-20)`: the typical minutes and the measured range; `?` before any measurement."""
+    if estimate is None or estimate.minutes is None:
+        return "?"
+    low, high = estimate.minutes_low or 0.0, estimate.minutes_high or 0.0
+    typical = f"{estimate.minutes:.3g}"
+    return typical if f"{low:.2g}" == f"{high:.2g}" else f"{typical} ({low:.2g}-{high:.2g})"
 
 
 def _follow(client: ArchsearchClient, study_id: str) -> StudyDetail:
@@ -138,6 +153,14 @@ def _stat(value: Stat | None, digits: int = 4) -> str:
     )
 
 
+def _ok(counts: dict[str, int], jobs: int) -> str:
+    """Succeeded of all, and how many a pruner stopped early (they count as spent)."""
+    pruned = counts.get(JobStatus.pruned, 0)
+    return f"{counts.get(JobStatus.succeeded, 0)}/{jobs}" + (
+        f" ({pruned} pruned)" if pruned else ""
+    )
+
+
 def _print_detail(detail: StudyDetail) -> None:
     console.print(
         f"{detail.name} ({detail.id}): {detail.status}, jobs {detail.counts}", highlight=False
@@ -152,7 +175,7 @@ def _print_detail(detail: StudyDetail) -> None:
         table.add_row(
             arm.label,
             arm.method,
-            f"{arm.counts.get(JobStatus.succeeded, 0)}/{arm.jobs}",
+            _ok(arm.counts, arm.jobs),
             _stat(arm.test_accuracy),
             _stat(arm.parameters, 6),
             _stat(arm.latency_ms, 3),

@@ -27,6 +27,8 @@ from archsearch.client.following import RETRY_STATUSES, FollowingMixin, JobRef
 from archsearch.client.ids import resolve_id
 from archsearch.client.models import ModelsMixin
 from archsearch.client.studies import StudiesMixin
+from archsearch.client.usage import UsageMixin
+from archsearch.client.webhooks import WebhooksMixin
 from archsearch.schemas.artifacts import ArtifactPublic, ArtifactsPublic
 from archsearch.schemas.datasets import DatasetPublic, DatasetsPublic, UploadedDatasetPublic
 from archsearch.schemas.jobs import (
@@ -57,7 +59,7 @@ def read_retry(attempts: int) -> Retry:
     )
 
 
-class ArchsearchClient(FollowingMixin, StudiesMixin, ModelsMixin):
+class ArchsearchClient(FollowingMixin, StudiesMixin, ModelsMixin, WebhooksMixin, UsageMixin):
     """A session with one archsearch server; use it as a context manager."""
 
     def __init__(

@@ -73,6 +73,12 @@ class ModelsMixin:
         response = self._send("DELETE", f"/v1/models/{name}/aliases/{alias}")
         return ModelDetail.model_validate_json(response.content)
 
+    def archive_version(self, name: str, version: int, archived: bool = True) -> ModelVersionPublic:
+        """Archive a version (its files stay downloadable), or restore it with False."""
+        body = {"archived": archived}
+        response = self._send("PATCH", f"/v1/models/{name}/versions/{version}", json=body)
+        return ModelVersionPublic.model_validate_json(response.content)
+
     def download_model(self, name: str, ref: VersionRef | None, folder: str | Path) -> list[Path]:
         """Every file of a version (number, alias, or None for the latest) into `folder`,
         each checked against its sha256."""

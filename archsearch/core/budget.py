@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import torch
 
 from archsearch.core.context import Result, RunContext
+from archsearch.core.errors import TrialPruned
 from archsearch.core.optimizers import FunctionalOptimizer
 
 CHECKPOINT_KEY = "budget_spent"
@@ -108,6 +109,9 @@ class _CountingContext:
     def should_stop(self) -> bool:
         return self.inner.should_stop()
 
+    def should_prune(self, epoch: int, value: float) -> bool:
+        return self.inner.should_prune(epoch, value)
+
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         self.inner.save_artifact(name, data, media_type)
 
@@ -140,6 +144,9 @@ def measured(
         token = _current.set(spend)
         try:
             result = run(spec, data, _CountingContext(ctx, spend))
+        except TrialPruned as pruned:  # a pruned trial's spend counts against its budget too
+            pruned.metrics.update(spend.metrics())
+            raise
         finally:
             _current.reset(token)
         result.metrics.update(spend.metrics())

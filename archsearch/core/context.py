@@ -26,6 +26,10 @@ class RunContext(Protocol):
     def should_stop(self) -> bool:
         """True once the job was cancelled; the method raises `JobCancelled` promptly."""
 
+    def should_prune(self, epoch: int, value: float) -> bool:
+        """After `epoch` epochs (of the current phase) whose test accuracy is `value`: True
+        when a study's pruner stops this trial here; the method raises `TrialPruned`."""
+
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         """Store a downloadable result under a standard name (see ARCHITECTURE.md)."""
 
@@ -79,6 +83,7 @@ class InMemoryContext:
     job_id: str = "local"
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     stop_after_reports: int | None = None
+    prune_after_epochs: int | None = None  # should_prune turns true at this epoch
     other_jobs: dict[str, dict[str, bytes]] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     media_types: dict[str, str] = field(default_factory=dict)
@@ -90,6 +95,9 @@ class InMemoryContext:
 
     def should_stop(self) -> bool:
         return self.stop_after_reports is not None and len(self.reports) >= self.stop_after_reports
+
+    def should_prune(self, epoch: int, value: float) -> bool:
+        return self.prune_after_epochs is not None and epoch >= self.prune_after_epochs
 
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         self.artifacts[name] = data

@@ -57,3 +57,14 @@ class ArtifactNotFoundError(UserError):
 
 class JobCancelled(ArchsearchError):
     """Raised inside the engine when `ctx.should_stop()` turns true; ends the job `cancelled`."""
+
+
+class TrialPruned(ArchsearchError):
+    """Raised at an epoch boundary when `ctx.should_prune()` turns true: a study's pruner
+    stopped this trial. Ends the job `pruned`, keeping `metrics`: the last epoch's values,
+    and what the run spent (added on the way out by `core.budget.measured`)."""
+
+    def __init__(self, epoch: int, metrics: dict[str, float]) -> None:
+        super().__init__(f"pruned by its study's pruner after epoch {epoch}")
+        self.epoch = epoch
+        self.metrics = dict(metrics)

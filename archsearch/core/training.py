@@ -23,9 +23,10 @@ from archsearch.core.budget import count_optimizer_step, count_training_samples,
 from archsearch.core.context import RunContext
 from archsearch.core.data.inputs import Rows, take_rows
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.errors import DivergedError, JobCancelled
+from archsearch.core.errors import DivergedError, JobCancelled, TrialPruned
 from archsearch.core.float_mode import subnormals_flushed
 from archsearch.core.optimizers import FunctionalOptimizer, LambdaSchedule, clear_grads
+from archsearch.core.precision import autocast
 from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -157,6 +158,12 @@ def check_stop(ctx: RunContext) -> None:
         raise JobCancelled("cancelled by request")
 
 
+def check_prune(ctx: RunContext, epoch: int, row: dict[str, float]) -> None:
+    """At an epoch boundary, after its checkpoint: stop here if a study's pruner says so."""
+    if ctx.should_prune(epoch, row["test_accuracy"]):
+        raise TrialPruned(epoch, {k: v for k, v in row.items() if k != "epoch"})
+
+
 @dataclass
 class TrainHooks:
     """Ways a method customises `fit` without copying it."""
@@ -250,6 +257,7 @@ def _fit(
         ctx.save_checkpoint(
             _checkpoint_state(phase, epoch + 1, history, model, optimizer, scheduler, hooks)
         )
+        check_prune(ctx, epoch + 1, row)
     last, nan = (history[-1] if history else {}), float("nan")
     counts = None if hooks.after_epoch and not hooks.after_epoch_reads_only else counts
     return FitResult(history, last.get("test_loss", nan), last.get("test_accuracy", nan), counts)
@@ -333,7 +341,8 @@ def _train_epoch(
         step = epoch * per_epoch + i
         xb = take_rows(data.x_train, index).to(ctx.device)
         yb = take_rows(data.y_train, index).to(ctx.device)
-        loss = hooks.loss(model, xb, yb)
+        with autocast(spec.precision, ctx.device):  # the loss itself autocasts to float32
+            loss = hooks.loss(model, xb, yb)
         value = loss.item()  # one read of the loss serves the divergence check and the mean
         if not math.isfinite(value):
             raise DivergedError(step, value)

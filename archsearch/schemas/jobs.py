@@ -14,21 +14,25 @@ from archsearch.specs import JobBase, parse_job_spec
 
 
 class JobStatus(enum.StrEnum):
-    """A job's life: queued -> running -> succeeded | failed | cancelled (running may go
-    back to queued when its worker is lost or hands it back)."""
+    """A job's life: queued -> running -> succeeded | failed | cancelled | pruned (running
+    may go back to queued when its worker is lost or hands it back). `pruned`: a study's
+    trial its pruner stopped early at an epoch boundary; its metrics so far are kept."""
 
     queued = "queued"
     running = "running"
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    pruned = "pruned"
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL_STATUSES
 
 
-TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+TERMINAL_STATUSES = frozenset(
+    {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled, JobStatus.pruned}
+)
 
 Priority = Literal["low", "normal", "high", "urgent"]
 # Stored as numbers so the queue orders by them; the names are what users write.
@@ -86,6 +90,8 @@ class JobPublic(Public):
     error: str | None
     # A `succeeded` job with warnings finished, but its result deserves a look.
     warnings: list[WarningPublic] = []
+    # Runs that counted against `max_attempts`: a run handed back (a graceful stop, a
+    # preemption, a storage outage) gave its attempt back (usage reports count `runs`).
     attempts: int
     cancel_requested: bool
     worker: str | None

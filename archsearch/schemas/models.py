@@ -22,6 +22,34 @@ class AliasSet(BaseModel):
     version: int = Field(ge=1)
 
 
+class ModelVersionUpdate(BaseModel):
+    """`archived: true` folds a version away (its files stay downloadable); false restores it."""
+
+    archived: bool
+
+
+# The metrics a reader looks at first, in this order (then every other, alphabetically):
+# accuracy, size (parameters, density), then the single-input latency of the compact model.
+KEY_METRICS = (
+    "test_accuracy",
+    "parameters",
+    "parameters_compact",
+    "density",
+    "weight_density",
+    "latency_batch_1_compact_ms",
+    "latency_batch_1_dense_ms",
+)
+
+
+def key_metric_names(metrics: dict[str, float]) -> list[str]:
+    """The key metrics `metrics` holds, in reading order (one latency: the compact model's,
+    else the dense one's)."""
+    names = [name for name in KEY_METRICS if name in metrics]
+    if "latency_batch_1_compact_ms" in names and "latency_batch_1_dense_ms" in names:
+        names.remove("latency_batch_1_dense_ms")
+    return names
+
+
 class ModelFilePublic(Public):
     name: str
     media_type: str
@@ -42,15 +70,32 @@ class Lineage(BaseModel):
     model_card: str | None = None
 
 
+class ParentPublic(BaseModel):
+    """A job this version's job built on (a transfer's source, a grow job's start), and the
+    model version it was promoted to, when it was."""
+
+    field: str
+    job_id: uuid.UUID
+    model: str | None = None
+    version: int | None = None
+
+
 class ModelVersionPublic(BaseModel):
     model: str
     version: int
     description: str
     created_by: str
     created_at: UtcDatetime
+    archived_at: UtcDatetime | None = None
+    archived_by: str | None = None
     aliases: list[str]
     files: list[ModelFilePublic]
     lineage: Lineage
+    key_metrics: list[str] = Field(
+        default=[], description="the names of `lineage.metrics` to show first, in order"
+    )
+    study_id: uuid.UUID | None = None
+    parents: list[ParentPublic] = []
 
 
 class AliasPublic(Public):
@@ -77,6 +122,8 @@ class ModelPublic(BaseModel):
     created_at: UtcDatetime
     updated_at: UtcDatetime
     aliases: list[AliasPublic]
+    # Whose model it is (null in embedded mode): an admin's list holds every team's.
+    team_id: uuid.UUID | None = None
 
 
 class ModelDetail(ModelPublic):

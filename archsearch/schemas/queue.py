@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from archsearch.schemas.common import Public, UtcDatetime
 from archsearch.schemas.jobs import JobPublic
@@ -30,7 +30,23 @@ class WorkersPublic(BaseModel):
     data: list[WorkerPublic]
 
 
+class TeamQuotaPublic(BaseModel):
+    """A team's limits as the scheduler applies them now."""
+
+    team: str
+    running: int
+    max_running: int | None = Field(description="null: no limit")
+    device_hours_used: float = Field(description="device-hours in the last `window_days` days")
+    weekly_device_hours: float | None = Field(description="the quota; null: none")
+    window_days: int = Field(description="the quota's window: this many days up to now, rolling")
+    held: bool = Field(description="queued jobs wait until device time leaves the window")
+    held_reason: str | None
+
+
 class QueuePublic(BaseModel):
     running: list[JobPublic]
     waiting: list[JobPublic]
     workers: list[WorkerPublic]
+    teams: list[TeamQuotaPublic] = Field(
+        default=[], description="the caller's team (admins: every team), its limits and hold"
+    )

@@ -3,7 +3,9 @@
 A study is a base spec, a budget, seeds, and arms (partial specs merged over the base), a
 grid over dotted spec paths, the `best-small-model` preset, or an adaptive sampler over
 declared knob ranges. Its summary gives per-arm mean and std over seeds and the Pareto
-front of test accuracy against parameters.
+front of test accuracy against parameters. A `pruner` (Optuna's MedianPruner or
+SuccessiveHalvingPruner, fed each trial's test accuracy after every epoch) stops hopeless
+trials early: they end `pruned`, spent, and off the front.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import enum
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from archsearch.schemas.common import Public, UtcDatetime
 from archsearch.schemas.jobs import Priority
@@ -94,6 +96,40 @@ class KnobRange(Strict):
         return self
 
 
+class NoPruner(Strict):
+    """Every trial runs its whole budget."""
+
+    name: Literal["none"]
+
+
+class MedianPrunerSpec(Strict):
+    """Optuna's MedianPruner: stop a trial whose accuracy after an epoch is below the median
+    of the finished trials' accuracy at that epoch."""
+
+    name: Literal["median"]
+    startup_trials: int = Field(
+        default=2, ge=0, le=1000, description="trials that finish before any is pruned"
+    )
+    warmup_epochs: int = Field(
+        default=1, ge=0, le=10_000, description="epochs every trial runs before it may be pruned"
+    )
+
+
+class AshaPrunerSpec(Strict):
+    """Optuna's SuccessiveHalvingPruner (asynchronous successive halving): at each rung
+    (min_epochs x reduction_factor^k epochs) keep the best 1/reduction_factor of the trials
+    that reached it."""
+
+    name: Literal["asha"]
+    min_epochs: int = Field(default=1, ge=1, le=10_000, description="epochs of the first rung")
+    reduction_factor: int = Field(
+        default=3, ge=2, le=100, description="a rung keeps the best 1/reduction_factor"
+    )
+
+
+StudyPruner = Annotated[NoPruner | MedianPrunerSpec | AshaPrunerSpec, Field(discriminator="name")]
+
+
 class StudyCreate(Strict):
     name: str = Field(min_length=1, max_length=200)
     dataset: dict[str, Any] = Field(description="as a job's dataset, e.g. {'name': 'mnist'}")
@@ -120,7 +156,16 @@ class StudyCreate(Strict):
     n_trials: int | None = Field(default=None, ge=1, le=10_000)
     parallel: int = Field(default=2, ge=1, le=64)
     objectives: Objectives = "accuracy-parameters"
+    pruner: StudyPruner | None = Field(
+        default=None, description="stop hopeless trials early: none, median or asha"
+    )
     priority: Priority = "normal"
+
+    @field_validator("pruner", mode="before")
+    @classmethod
+    def _pruner_by_name(cls, value: Any) -> Any:
+        """`"median"` is short for `{"name": "median"}` (the knobs at their defaults)."""
+        return {"name": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_kind(self) -> StudyCreate:
@@ -203,6 +248,12 @@ class StudyPublic(Public):
 
 class StudyDetail(StudyPublic):
     config: dict[str, Any]
+    optimizer_steps_spent: int = Field(
+        default=0, description="over every job that ran, pruned and failed ones included"
+    )
+    device_seconds: float = Field(
+        default=0.0, description="summed wall clock of the study's ended jobs"
+    )
     arms: list[ArmSummary] = Field(default_factory=list)
     pareto: list[ParetoPoint] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
@@ -210,6 +261,19 @@ class StudyDetail(StudyPublic):
 
 class StudiesPublic(BaseModel):
     data: list[StudyPublic]
+
+
+class WallTime(BaseModel):
+    """Minutes of run time, from what this server measured of past succeeded jobs of the same
+    method and dataset (seconds per training sample on one device kind); all null, with the
+    reason in `basis`, when nothing was measured yet."""
+
+    minutes: float | None = Field(description="typical: the median measured rate")
+    minutes_low: float | None = Field(description="at the fastest measured rate")
+    minutes_high: float | None = Field(description="at the slowest measured rate")
+    device: str | None = Field(description="the device kind the measurements ran on")
+    measured_jobs: int = Field(description="past jobs the rates come from")
+    basis: str = Field(description="where the numbers come from, in words")
 
 
 class PlannedArm(BaseModel):
@@ -220,6 +284,7 @@ class PlannedArm(BaseModel):
     jobs: int
     optimizer_steps: int = Field(description="per job, every phase counted")
     training_samples: int = Field(description="per job: optimizer steps x batch size")
+    wall_time: WallTime | None = Field(default=None, description="per job")
 
 
 class StudyPlan(BaseModel):
@@ -231,3 +296,7 @@ class StudyPlan(BaseModel):
     optimizer_steps: int = Field(description="over every job: the compute it will take")
     training_samples: int = Field(description="over every job: samples through the model")
     arms: list[PlannedArm]
+    wall_time: WallTime | None = Field(
+        default=None,
+        description="every job one after another (k workers in parallel take about 1/k)",
+    )

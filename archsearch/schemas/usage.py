@@ -16,9 +16,15 @@ UsageFormat = Literal["json", "csv"]
 class UsageRow(BaseModel):
     group: str  # the user's, team's or method's name ("none" when a job has no team/owner)
     device: str  # cpu | cuda
+    # Charged: each run's time in the window times the share of the device it held (1/K
+    # on a worker running K jobs at once); `held_seconds` is the same time unshared.
     device_seconds: float
     device_hours: float
+    held_seconds: float
+    # Runs: every claim of a job (each charged). Attempts: the runs that counted against
+    # `max_attempts`, as a job's `attempts` (a run handed back gave its attempt back).
     attempts: int
+    runs: int
     jobs: int
 
 
@@ -51,3 +57,26 @@ class UsagePeriod(BaseModel):
                 f"'{missing}' is missing: give both 'from' and 'to', or neither for the last 7 days"
             )
         return to
+
+
+class JobRunUsage(BaseModel):
+    """One run (claim) of a job: its device time and, for the run that recorded the job's
+    outcome, what it used of its device (null for the others: only that run's are kept)."""
+
+    attempt: int
+    device: str  # cpu | cuda
+    worker: str
+    started_at: UtcDatetime
+    ended_at: UtcDatetime | None
+    held_seconds: float
+    device_share: float
+    device_seconds: float  # held_seconds times device_share: what the run is charged
+    given_back: bool
+    peak_memory_mb: float | None = None
+    utilization: float | None = None  # GPU: mean busy fraction; CPU: cores busy on average
+
+
+class JobUsagePublic(BaseModel):
+    job_id: str
+    runs: list[JobRunUsage]
+    device_seconds: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from archsearch.schemas.common import Public, UtcDatetime
 
@@ -13,6 +13,7 @@ WebhookEventName = Literal[
     "job.succeeded",
     "job.failed",
     "job.cancelled",
+    "job.pruned",
     "job.warning",
     "job.preempted",
     "study.finished",
@@ -23,10 +24,12 @@ BodyFormat = Literal["json", "slack"]
 
 
 class WebhookCreate(BaseModel):
+    model_config = ConfigDict(hide_input_in_errors=True)  # an error never echoes the secret
+
     url: str = Field(max_length=2000)
     events: list[WebhookEventName] = Field(min_length=1)
     # Unset: the server makes one and shows it once, in the answer to this request.
-    secret: str | None = Field(default=None, min_length=16, max_length=200)
+    secret: str | None = Field(default=None, min_length=16, max_length=200, repr=False)
     format: BodyFormat = "json"
 
 
@@ -34,15 +37,19 @@ class WebhookPublic(Public):
     id: uuid.UUID
     url: str
     events: list[str]
-    format: BodyFormat = Field(validation_alias="body_format")
+    # Read from the row's `body_format`, and back from the wire's `format` by the client.
+    format: BodyFormat = Field(validation_alias=AliasChoices("body_format", "format"))
     created_by: str
     created_at: UtcDatetime
+    # Whose webhook it is (null in embedded mode): an admin's list holds every team's.
+    team_id: uuid.UUID | None = None
 
 
 class WebhookCreated(WebhookPublic):
-    """The one answer that shows the signing secret."""
+    """The one answer that shows the signing secret (stored encrypted, never shown again)."""
 
-    secret: str
+    model_config = ConfigDict(hide_input_in_errors=True)
+    secret: str = Field(repr=False)
 
 
 class WebhooksPublic(BaseModel):

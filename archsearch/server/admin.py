@@ -22,7 +22,9 @@ from archsearch.jobs.domain.accounts.service import revoke_token as revoke
 from archsearch.jobs.domain.accounts.tokens import TOKEN_SCOPES
 from archsearch.jobs.domain.errors import Forbidden, NotFound
 from archsearch.jobs.domain.usage import quota
+from archsearch.jobs.domain.webhooks import service as webhook_service
 from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.secret_keys import SecretKeyProblem, new_key, secret_box
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
 
@@ -164,3 +166,31 @@ def list_tokens(user: str) -> None:
             str(t.created_at),
         )
     console.print(table)
+
+
+@admin.command("new-secret-key")
+def new_secret_key() -> None:
+    """Print a new key for ARCHSEARCH_SECRET_KEYS (docs/secrets.md)."""
+    click.echo(new_key())
+
+
+@admin.command("rotate-webhook-secrets")
+def rotate_webhook_secrets() -> None:
+    """Re-encrypt every webhook signing secret under the newest (first) key of
+    ARCHSEARCH_SECRET_KEYS, and encrypt those kept in clear from before this version.
+
+    Put a new key first, restart the processes, run this; then the old keys may go. All or
+    nothing: a secret that no listed key opens is named and nothing is changed."""
+    settings = Settings()
+    try:
+        box = secret_box(settings, make_key_file=False)
+        with transaction(Services.from_settings(settings).sessions) as session:
+            done = webhook_service.reseal_secrets(session, box)
+    except SecretKeyProblem as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        sys.exit(1)
+    console.print(
+        f"{done.resealed + done.sealed_from_clear} webhook secrets encrypted under the newest "
+        f"key of {box.source} ({done.sealed_from_clear} of them were stored in clear)",
+        highlight=False,
+    )

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import click
@@ -19,7 +17,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from archsearch.jobs.platform.settings import Settings
-from archsearch.server import processes
+from archsearch.server import alive, processes
 from archsearch.server.admin import admin
 
 console = Console()
@@ -64,26 +62,12 @@ def api(host: str | None, port: int | None) -> None:
 def worker_alive(max_age: float) -> None:
     """Exit 0 when a worker process of this machine touched its alive file
     (ARCHSEARCH_WORKER_ALIVE_FILE) within --max-age seconds, 1 otherwise: the liveness
-    probe of the worker pods. Reads one file: no database, no torch."""
-    path = settings_with().resolved_worker_alive_file
-    age = seconds_since_touched(path)
-    if age is None:
-        console.print(f"no worker heartbeat yet: {path} does not exist", highlight=False)
+    probe of the worker pods. Reads one file: no database, no torch. The pods run the same
+    check lighter, without the CLI: `python -m archsearch.server.alive`."""
+    ok, line = alive.verdict(settings_with().resolved_worker_alive_file, max_age)
+    console.print(line, highlight=False)
+    if not ok:
         sys.exit(1)
-    if age > max_age:
-        console.print(
-            f"worker stalled: its last heartbeat was {age:.0f}s ago (limit {max_age:.0f}s, {path})",
-            highlight=False,
-        )
-        sys.exit(1)
-    console.print(f"worker alive: last heartbeat {age:.0f}s ago", highlight=False)
-
-
-def seconds_since_touched(path: Path) -> float | None:
-    try:
-        return max(0.0, time.time() - path.stat().st_mtime)
-    except FileNotFoundError:
-        return None
 
 
 class WorkerCommand(click.Command):
@@ -112,7 +96,8 @@ class WorkerCommand(click.Command):
 )
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(device: str, celery_args: tuple[str, ...]) -> None:
-    """Run job workers, one job per device at a time (extra arguments go to celery).
+    """Run job workers, ARCHSEARCH_WORKER_SLOTS jobs per device at a time (default 1; extra
+    arguments go to celery).
 
     `archsearch worker alive [--max-age SECONDS]` is their liveness probe."""
     settings = settings_with()

@@ -57,6 +57,11 @@ class TrainingSpec(Frozen):
     schedule: ScheduleSpec = ScheduleSpec()
     seed: int = 0
     max_grad_norm: float | None = Field(default=None, gt=0)
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto",
+        description="forward passes in bf16 autocast or fp32; auto: bf16 on a CUDA device "
+        "that supports it, fp32 on CPU (where bf16 measured no consistent speed-up)",
+    )
 
 
 def merge_over_defaults(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import StorageUnavailable
 from archsearch.jobs.platform.services import Services
 from archsearch.jobs.platform.settings import Settings
-from archsearch.jobs.runtime.device import prepare_training_thread
+from archsearch.jobs.runtime.device import cap_slot_memory, prepare_training_thread
 from archsearch.jobs.runtime.executor import worker_name
 from archsearch.jobs.runtime.orphans import sweep_orphans
 from archsearch.jobs.runtime.reaper import (
@@ -74,12 +74,15 @@ def _connect_signals(process: WorkerProcess) -> None:
         started = time.perf_counter()
         threads = prepare_training_thread(settings)
         warm_up(torch.device(process.offer.device))
+        cap = cap_slot_memory(settings, process.offer)  # once warm: the cap is the job's
         start_presence(process)
         log.info(
-            "worker %s ready: %d torch threads, warmed up in %.2fs",
+            "worker %s ready: %d torch threads, warmed up in %.2fs (1 of %d slots, cap: %s)",
             worker_name(),
             threads,
             time.perf_counter() - started,
+            process.offer.slots,
+            cap or "none",
         )
 
     def unregister_process(**_: object) -> None:
@@ -117,14 +120,17 @@ def _reap_forever(settings: Settings) -> None:
     from archsearch.jobs.domain.webhooks.deliverer import start_deliverer
 
     services, enqueuer = Services.from_settings(settings), CeleryEnqueuer(settings)
-    start_deliverer(services.sessions, settings)  # webhooks, in a thread of its own
+    # Webhooks, in a thread of its own, sending only while this worker holds the sweeps'
+    # turn: one worker sender for the fleet (besides the API's), not one query per worker.
+    webhooks = start_deliverer(services.sessions, settings, active=False)
     interval, me = max(0.5, settings.lease_seconds / 3), worker_name()
     stop = threading.Event()
     next_sweep = time.monotonic() + settings.orphan_sweep_seconds
     while not stop.wait(interval):
         try:
-            if not _my_turn(services, me, interval):
-                continue  # another worker sweeps for the fleet
+            webhooks.set_active(mine := _my_turn(services, me, interval))
+            if not mine:
+                continue  # another worker sweeps (and sends webhooks) for the fleet
             _sweep(services, enqueuer, interval)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + settings.orphan_sweep_seconds

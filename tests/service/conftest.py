@@ -22,9 +22,13 @@ from archsearch.jobs.domain.accounts import repository as account_repo
 from archsearch.jobs.domain.accounts.service import issue_token
 from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction
 from archsearch.jobs.platform.migrate import upgrade
+from archsearch.jobs.platform.secret_keys import new_key
 from tests.conftest import TEST_DATASETS
 from tests.service import procs
 from tests.service.procs import PG_ADMIN, REDIS_URL, create_database, drop_database
+
+# The service processes' webhook-secret keys: a fresh key per test session, newest first.
+SECRET_KEYS = new_key()
 
 
 def _require_services() -> None:
@@ -68,6 +72,8 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "ARCHSEARCH_WEBHOOK_POLL_SECONDS": "0.2",
         "ARCHSEARCH_WEBHOOK_BACKOFF_MAX_SECONDS": "1",
         "ARCHSEARCH_WEBHOOK_TIMEOUT_SECONDS": "1",
+        # Team mode encrypts webhook secrets under this; every process gets the same keys.
+        "ARCHSEARCH_SECRET_KEYS": SECRET_KEYS,
         # Every test calls from 127.0.0.1, many with wrong tokens on purpose: the shared API
         # must not throttle them (tests/service/test_auth_throttle.py runs its own).
         "ARCHSEARCH_AUTH_FAILURES_PER_MINUTE": "1000000",

@@ -39,15 +39,17 @@ def record_job(
     env: dict[str, str],
     team: str,
     status: JobStatus = JobStatus.succeeded,
+    spec: dict[str, object] | None = None,
 ) -> tuple[uuid.UUID, bytes]:
-    """A job of `team` with a weights file and a model card, ended as `status`."""
+    """A job of `team` (a train job on digits unless `spec` says) with a weights file and a
+    model card, ended as `status`."""
     store = ArtifactStore(LocalObjectStore(Path(env["ARCHSEARCH_ARTIFACT_ROOT"])))
     weights = os.urandom(50_000)
     with transaction(sessions) as session:
         team_id = account_repo.team_by_name(session, team).id
-        spec = {"method": "train", "dataset": {"name": "digits"}}
+        spec = spec or {"method": "train", "dataset": {"name": "digits"}}
         placement = jobs.Placement(actor="alice", team_id=team_id)
-        job = jobs.create_job(session, "train", spec, None, placement)
+        job = jobs.create_job(session, str(spec["method"]), spec, None, placement)
         transition(job, JobStatus.running, "started", "w")
         for name, data, media in (
             ("model.safetensors", weights, "application/octet-stream"),

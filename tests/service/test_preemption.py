@@ -20,7 +20,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.base import utcnow
-from archsearch.jobs.domain.jobs import repository
+from archsearch.jobs.domain.jobs import handback, repository
 from archsearch.jobs.domain.jobs.preemption import plan_preemptions
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.scheduler import pending_reason
@@ -124,6 +124,25 @@ def test_the_lowest_priority_youngest_job_makes_way_and_no_more(db: sessionmaker
     assert plan(db) == []
     third = job(db, URGENT)  # only the normal job is left below urgent
     assert plan(db) == [(third, running_job_of(db, normal))]
+
+
+def test_one_victim_per_urgent_job_whatever_dies_during_its_hand_back(
+    db: sessionmaker[Session],
+) -> None:
+    first, second = running(db, LOW, age=10), running(db, LOW, age=20)
+    urgent = job(db, URGENT)
+    victim = running_job_of(db, first)
+    assert plan(db) == [(urgent, victim)]
+    with transaction(db) as session:  # SIGKILLed: its worker goes silent, its lease still runs
+        session.get_one(WorkerRecord, first).heartbeat_at = utcnow() - timedelta(hours=1)
+        session.get_one(Job, victim).lease_expires_at = utcnow() + timedelta(seconds=30)
+    assert plan(db) == []
+    with transaction(db) as session:  # ... or it handed the victim back, then died
+        assert handback.hand_back(session, victim, first, "worker stopping")
+    assert plan(db) == []
+    with transaction(db) as session:  # two leases on, its worker has not claimed: one more
+        session.get_one(Job, urgent).victim_asked_until = utcnow() - timedelta(seconds=1)
+    assert plan(db) == [(urgent, running_job_of(db, second))]
 
 
 def test_equal_or_higher_priority_is_never_preempted(db: sessionmaker[Session]) -> None:

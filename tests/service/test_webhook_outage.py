@@ -1,12 +1,14 @@
 """Webhook deliveries through a receiver outage and a killed worker: 100 jobs end (some
-with warnings) while the loopback receiver is up, then down for 30 s, then up again, and a
-worker process delivering the outbox is SIGKILLed once. Every job event arrives, each under
+with warnings) while the loopback receiver is up, then down for 30 s, then up again, and the
+worker delivering the outbox (the one holding the sweeps' turn: the fleet's only worker
+sender) is SIGKILLed once. Every job event arrives, each under
 one delivery id, signed, in order per job, and none is lost. The transitions are written
 through the domain, as a worker writes them, so the test takes about a minute."""
 
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from collections import defaultdict
@@ -17,10 +19,12 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts import repository as account_repo
-from archsearch.jobs.domain.jobs import claims
+from archsearch.jobs.domain.jobs import claims, sweeper
 from archsearch.jobs.domain.jobs import repository as jobs
+from archsearch.jobs.domain.tables import SweeperTurn
 from archsearch.jobs.platform.db import transaction
 from archsearch.schemas.jobs import JobStatus
+from tests.service import procs
 from tests.service.conftest import Accounts, start_worker
 from tests.service.webhook_receiver import Receiver
 
@@ -59,6 +63,7 @@ def test_every_job_event_arrives_once_through_an_outage_and_a_killed_worker(
     log_dir: Path,
 ) -> None:
     worker = start_worker(service_env, log_dir, "outage-worker")
+    hand_the_turn_to(sessions, worker)
     receiver = Receiver()
     receiver.start()
     headers = {"Authorization": f"Bearer {accounts.tokens['alice']}"}
@@ -74,6 +79,7 @@ def test_every_job_event_arrives_once_through_an_outage_and_a_killed_worker(
         down_at = time.monotonic()
         expected += [e for i in range(34, 67) for e in end_job(sessions, team_id, i)]
         time.sleep(3)
+        assert turn_holder(sessions) == name_of(worker)  # the worker sending, not the API alone
         worker.kill()  # SIGKILL, whatever it holds
         time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down_at)))
         receiver.start()
@@ -84,6 +90,36 @@ def test_every_job_event_arrives_once_through_an_outage_and_a_killed_worker(
         worker.stop()
     _check(receiver, expected)
     _print_log(api_url, hook["id"], headers)
+
+
+def name_of(worker: procs.Proc) -> str:
+    return f"{socket.gethostname()}:{worker.popen.pid}"  # as `executor.worker_name` names it
+
+
+def turn_holder(sessions: sessionmaker[Session]) -> str | None:
+    with sessions() as session:
+        turn = session.get(SweeperTurn, sweeper.SWEEPS)
+        return None if turn is None else turn.holder
+
+
+def hand_the_turn_to(sessions: sessionmaker[Session], worker: procs.Proc) -> None:
+    """Make `worker` the fleet's worker sender (the session's worker may hold the turn): name
+    it the holder for a few seconds, then see that it renews the turn itself."""
+    with transaction(sessions) as session:
+        session.query(SweeperTurn).filter_by(name=sweeper.SWEEPS).delete()
+        assert sweeper.take_turn(session, name_of(worker), tick_seconds=2.0)
+    with sessions() as session:
+        given = session.get(SweeperTurn, sweeper.SWEEPS)
+        assert given is not None
+        handed_until = given.expires_at
+
+    def renewed() -> bool:
+        with sessions() as session:
+            turn = session.get(SweeperTurn, sweeper.SWEEPS)
+            return turn is not None and turn.expires_at != handed_until
+
+    procs.wait_until(renewed, 15, "the outage worker renewing the sweeps' turn")
+    assert turn_holder(sessions) == name_of(worker)
 
 
 def _first_receipts(receiver: Receiver) -> dict[str, tuple[str, dict[str, object]]]:

@@ -1,4 +1,5 @@
-"""Jobs: submit, list, read, cancel, reprioritise, and a job's metrics and events.
+"""Jobs: submit, list (as JSON or as the runs table's CSV), read, cancel, reprioritise, and a
+job's metrics and events.
 
 Every query is scoped to the caller's team (admins see all); another team's job answers
 404, exactly as a job that does not exist. Reads are `async def` on the async read engine
@@ -18,6 +19,7 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import (
     EnqueuerDep,
     ReadSessionDep,
+    ServicesDep,
     SessionDep,
     SettingsDep,
     app_state,
@@ -27,14 +29,14 @@ from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.live.answers import Answer
 from archsearch.api.params import JobFiltersQuery, JobId, parse_job_id
 from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
+from archsearch.api.runs_csv import MAX_ROWS, CsvResponse, csv_lines
 from archsearch.api.state import AppState
 from archsearch.api.v1_checks import checked_caller
-from archsearch.jobs.domain.jobs import listing, repository, service
+from archsearch.jobs.domain.jobs import columns, listing, repository, service
 from archsearch.schemas.jobs import (
     EventPublic,
     EventsPublic,
     JobPublic,
-    JobSort,
     JobsPublic,
     JobStatus,
     MetricPoint,
@@ -47,6 +49,33 @@ from archsearch.schemas.jobs import (
 from archsearch.specs import JobSpec
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+SortQuery = Annotated[
+    str,
+    Query(
+        max_length=200,
+        description="order of the page: created_at, test_accuracy, parameters, duration, "
+        "status, method, metrics.<name> or spec.<path> (e.g. spec.training.optimizer.lr); "
+        "`-` first for descending",
+    ),
+]
+WhereQuery = Annotated[
+    list[str],
+    Query(
+        description="jobs whose metric or spec field compares so, e.g. "
+        "metrics.test_accuracy>0.9 or spec.training.optimizer.name=adam (repeat: all of them)",
+    ),
+]
+ColumnsQuery = Annotated[
+    list[str],
+    Query(description="extra columns of the CSV: metrics.<name> or spec.<path> (repeat)"),
+]
+
+
+def _listing_filters(
+    filters: listing.JobFilters, where: list[str], team_filter: uuid.UUID | None
+) -> listing.JobFilters:
+    return replace(filters, team_id=team_filter, conditions=columns.parse_conditions(where))
 
 
 @router.post(
@@ -77,16 +106,14 @@ async def list_jobs(
     session: ReadSessionDep,
     principal: CurrentUser,
     filters: JobFiltersQuery,
-    sort: Annotated[
-        JobSort,
-        Query(description="order of the page: a column, `-` first for descending"),
-    ] = "-created_at",
+    sort: SortQuery = listing.DEFAULT_SORT,
+    where: WhereQuery = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
         str | None, Query(description="next_cursor of the previous page, same sort")
     ] = None,
 ) -> JobsPublic:
-    scoped = replace(filters, team_id=principal.team_filter)
+    scoped = _listing_filters(filters, where, principal.team_filter)
 
     def page(sync_session: Session) -> JobsPublic:
         jobs, next_cursor = listing.list_jobs(
@@ -95,6 +122,30 @@ async def list_jobs(
         return JobsPublic(data=jobs_with_owner_names(sync_session, jobs), next_cursor=next_cursor)
 
     return await session.run_sync(page)
+
+
+@router.get(
+    ".csv",
+    response_class=Response,  # errors stay JSON in the document; the rows are text/csv
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}},
+)
+async def list_jobs_csv(
+    services: ServicesDep,
+    principal: CurrentUser,
+    filters: JobFiltersQuery,
+    sort: SortQuery = listing.DEFAULT_SORT,
+    where: WhereQuery = [],  # noqa: B006
+    col: ColumnsQuery = [],  # noqa: B006
+    limit: Annotated[int, Query(ge=1, le=MAX_ROWS)] = MAX_ROWS,
+) -> CsvResponse:
+    """The runs table as CSV: its columns, then each `col`, for the jobs the same filters
+    and sort list (`limit` rows at most), streamed."""
+    scoped = _listing_filters(filters, where, principal.team_filter)
+    keys = columns.parse_keys(col)
+    listing.parse_sort(sort)  # a bad sort answers 422 before the stream starts
+    lines = csv_lines(services, scoped, sort, keys, limit)
+    headers = {"Content-Disposition": 'attachment; filename="runs.csv"'}
+    return CsvResponse(lines, headers=headers)
 
 
 @router.get("/{job_id}", response_model=JobPublic)

@@ -1,7 +1,10 @@
 """The model registry: promote a succeeded job to a model version, read models and their
 versions with lineage, move aliases, and download a version's files by number or alias.
 
-Scoped to the caller's team: another team's model answers 404, like a missing one. Files
+Scoped to the caller's team: another team's model answers 404, like a missing one. An admin
+token lists every team's models (each with `team_id`) and reads any of them by name (its own
+team's first; a name that several other teams use answers 409 naming them); its changes
+(promote, aliases, archive) stay in its own team. Files
 are served like job artifacts (`api/downloads.py`): Content-Length, X-Content-SHA256,
 Range and HEAD.
 """
@@ -28,6 +31,7 @@ from archsearch.schemas.models import (
     ModelsPublic,
     ModelVersionCreate,
     ModelVersionPublic,
+    ModelVersionUpdate,
 )
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -69,6 +73,24 @@ async def read_version(
     name: str, version: VersionNumber, session: ReadSessionDep, principal: CurrentUser
 ) -> ModelVersionPublic:
     return await session.run_sync(service.read_version, principal, name, str(version))
+
+
+@router.patch(
+    "/{name}/versions/{version}",
+    response_model=ModelVersionPublic,
+    responses=BODY_ERROR_RESPONSES,
+)
+def update_version(
+    name: str,
+    version: VersionNumber,
+    request: Annotated[ModelVersionUpdate, Body()],
+    session: SessionDep,
+    principal: CurrentUser,
+) -> ModelVersionPublic:
+    """Archive a version (`{"archived": true}`; 409 while an alias points at it) or restore
+    it. An archived version keeps its files; no alias may point at it."""
+    service.archive(session, principal, name, version, request.archived)
+    return service.read_version(session, principal, name, str(version))
 
 
 @router.get("/{name}/aliases/{alias}", response_model=ModelVersionPublic)

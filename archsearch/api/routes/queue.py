@@ -11,7 +11,7 @@ from archsearch.api.auth import CurrentUser
 from archsearch.api.deps import ReadSessionDep, SettingsDep
 from archsearch.api.presenters import job_with_queue_state, workers_public
 from archsearch.jobs.domain.errors import Forbidden
-from archsearch.jobs.domain.jobs import queue_repository
+from archsearch.jobs.domain.jobs import queue_repository, team_state
 from archsearch.schemas.jobs import JobPublic
 from archsearch.schemas.queue import QueuePublic, WorkersPublic
 
@@ -22,8 +22,8 @@ router = APIRouter(prefix="/v1", tags=["queue"])
 async def read_queue(
     session: ReadSessionDep, principal: CurrentUser, settings: SettingsDep
 ) -> QueuePublic:
-    """Running and waiting jobs of the caller's team (all teams for admins), and the live
-    workers, which show another team's job only as `busy`."""
+    """Running and waiting jobs of the caller's team (all teams for admins), the live
+    workers, which show another team's job only as `busy`, and the team's limits and hold."""
     team = principal.team_filter
 
     def read(sync_session: Session) -> QueuePublic:
@@ -33,6 +33,7 @@ async def read_queue(
             running=[JobPublic.model_validate(j) for j in running],
             waiting=[job_with_queue_state(sync_session, j, settings) for j in waiting],
             workers=workers_public(sync_session, settings, team),
+            teams=team_state.team_quotas(sync_session, settings, team),
         )
 
     return await session.run_sync(read)

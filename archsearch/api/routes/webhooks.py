@@ -3,7 +3,9 @@ versions and aliases), sends itself a test, and reads the delivery log.
 
 Deliveries are signed (`X-Archsearch-Signature: sha256=<hex>` of the body under the
 webhook's secret) and carry `X-Archsearch-Delivery` (the same on every retry) and
-`X-Archsearch-Event`. Scoped to the caller's team: another team's webhook answers 404.
+`X-Archsearch-Event`. Scoped to the caller's team: another team's webhook answers 404; an
+admin token sees, tests and deletes every team's (and creates in its own team). The signing
+secret is stored encrypted (`jobs/platform/secret_keys.py`) and shown once, on creation.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from archsearch.api.deps import ReadSessionDep, ServicesDep, SessionDep, Setting
 from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.params import WebhookId
 from archsearch.api.presenters import webhook_public, webhooks_public
-from archsearch.jobs.domain.webhooks import repository, service
+from archsearch.jobs.domain.webhooks import service
 from archsearch.schemas.webhooks import (
     DeliveriesPublic,
     DeliveryPublic,
@@ -51,14 +53,15 @@ def create_webhook(
 
 @router.get("", response_model=WebhooksPublic)
 async def list_webhooks(session: ReadSessionDep, principal: CurrentUser) -> WebhooksPublic:
-    return webhooks_public(await session.run_sync(repository.list_webhooks, principal.team_id))
+    """The caller's team's webhooks; an admin's holds every team's (each with `team_id`)."""
+    return webhooks_public(await session.run_sync(service.visible_webhooks, principal))
 
 
 @router.get("/{webhook_id}", response_model=WebhookPublic)
 async def read_webhook(
     webhook_id: WebhookId, session: ReadSessionDep, principal: CurrentUser
 ) -> WebhookPublic:
-    found = await session.run_sync(repository.get_webhook, principal.team_id, webhook_id)
+    found = await session.run_sync(service.visible_webhook, principal, webhook_id)
     return webhook_public(found)
 
 

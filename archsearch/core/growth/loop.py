@@ -37,6 +37,7 @@ from archsearch.core.growth.schedule import (
 from archsearch.core.models import create_model
 from archsearch.core.nn.growable import carry_optimizer_state
 from archsearch.core.optimizers import FunctionalOptimizer
+from archsearch.core.precision import autocast
 from archsearch.core.training import (
     StepMeans,
     check_stop,
@@ -184,7 +185,8 @@ def _train_step(
     step: int,
 ) -> float:
     """One optimiser step on a batch; returns its loss."""
-    loss = F.cross_entropy(model(xb), yb)
+    with autocast(spec.training.precision, xb.device):
+        loss = F.cross_entropy(model(xb), yb)
     ensure_finite(loss, step)
     optimizer.zero_grad()
     torch.autograd.backward(loss)

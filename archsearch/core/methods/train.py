@@ -5,9 +5,12 @@ This is the baseline against which every search, prune and grow result is compar
 
 from __future__ import annotations
 
+from torch import nn
+
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import registry_deployable, write_deployment
+from archsearch.core.errors import TrialPruned
 from archsearch.core.export import count_macs, count_parameters, curves_png, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
@@ -20,14 +23,18 @@ def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
     architecture = Architecture(spec.model, data.input_shape, data.num_classes)
     seed_everything(spec.training.seed)
     model = create_model(architecture)
-    outcome = fit(model, data, spec.training, ctx)
+    try:
+        outcome = fit(model, data, spec.training, ctx)
+    except TrialPruned as pruned:  # a study's pruner stopped it: keep the model it reached
+        save_model(ctx, model, architecture)
+        pruned.metrics.update(_size(model, architecture))
+        raise
     save_model(ctx, model, architecture)
     ctx.save_artifact("curves.png", curves_png(outcome.history, "train"), "image/png")
     metrics = {
         "test_accuracy": outcome.test_accuracy,
         "test_loss": outcome.test_loss,
-        "parameters": float(count_parameters(model)),
-        "macs": float(count_macs(model, data.input_shape)),
+        **_size(model, architecture),
     }
     deployable = registry_deployable(model, architecture, outcome.test_accuracy)
     metrics.update(write_deployment(ctx, data, deployable, "train", spec))
@@ -35,3 +42,10 @@ def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
         model, data, ctx.device, outcome.test_accuracy, outcome.test_loss, outcome.predicted_counts
     )
     return Result(metrics={**metrics, **quality}, history=outcome.history, warnings=warnings)
+
+
+def _size(model: nn.Module, architecture: Architecture) -> dict[str, float]:
+    return {
+        "parameters": float(count_parameters(model)),
+        "macs": float(count_macs(model, architecture.input_shape)),
+    }

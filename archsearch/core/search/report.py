@@ -7,6 +7,7 @@ the dead nodes (no in- or out-edges); `adjacency.png` shows |w| of the real edge
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -93,14 +94,20 @@ def swaps_png(history: list[dict[str, float]], title: str) -> bytes:
         return _draw_swaps(fig, axes, history, title)
 
 
+def per_epoch(history: list[dict[str, float]], name: str) -> list[float]:
+    """`name` at each epoch, NaN where the epoch has none (the dense epochs before a search
+    count no swaps): matplotlib leaves a gap there, where 0 would draw a false flat line."""
+    return [r.get(name, math.nan) for r in history]
+
+
 def _draw_swaps(fig: Any, axes: Any, history: list[dict[str, float]], title: str) -> bytes:
     epochs = list(range(1, len(history) + 1))
     ax, ax2 = axes[0]
-    ax.plot(epochs, [r.get("edges_entered", 0.0) for r in history], marker="o", label="entered")
-    ax.plot(epochs, [r.get("edges_left", 0.0) for r in history], marker="x", label="left")
+    ax.plot(epochs, per_epoch(history, "edges_entered"), marker="o", label="entered")
+    ax.plot(epochs, per_epoch(history, "edges_left"), marker="x", label="left")
     ax.set(xlabel="epoch", ylabel="edges per epoch", title="real-edge swaps", yscale="symlog")
     ax.legend()
-    ax2.plot(epochs, [r.get("real_edges", 0.0) for r in history], marker="o", color="tab:green")
+    ax2.plot(epochs, per_epoch(history, "real_edges"), marker="o", color="tab:green")
     ax2.set(xlabel="epoch", ylabel="real edges", title="real edges at epoch end")
     fig.suptitle(title)
     return figure_png(fig)

@@ -67,6 +67,9 @@ class Job(Base):
     # Priority preemption: the queued job that needs this running job's worker; the worker
     # hands this job back at its next checkpoint (`runtime/lease.py` reads it).
     stop_requested_for: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    # ... and on the waiting job: until when the victim it asked for may still be on its way
+    # (handed back, its worker about to claim); no second victim is asked before then.
+    victim_asked_until: Mapped[datetime | None] = mapped_column(Timestamp)
     worker: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

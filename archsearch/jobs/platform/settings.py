@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from archsearch.jobs.platform.cores import usable_cores
+from archsearch.jobs.platform.secret_keys import check_fernet_keys
 
 MIN_SECRET_CHARACTERS = 32  # a guessable secret lets anyone forge a session cookie
 
@@ -26,8 +27,13 @@ def default_data_home() -> Path:
 
 class Settings(BaseSettings):
     # An empty variable means "unset", so `ARCHSEARCH_ARTIFACT_ROOT=` never means the cwd.
+    # A refused value is not echoed in the error: it may be a key or a password.
     model_config = SettingsConfigDict(
-        env_prefix="ARCHSEARCH_", env_file=None, extra="ignore", env_ignore_empty=True
+        env_prefix="ARCHSEARCH_",
+        env_file=None,
+        extra="ignore",
+        env_ignore_empty=True,
+        hide_input_in_errors=True,
     )
 
     home: Path = Field(default_factory=default_data_home, description="embedded-mode data home")
@@ -67,17 +73,25 @@ class Settings(BaseSettings):
         default=(Path("/usr/share/datasets"),),
         description="folders searched after `data_dir` for the built-in datasets' files",
     )
-    max_attempts: int = Field(default=3, ge=1, description="runs of a job before it fails")
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        description="attempts of a job before it fails: runs that ended without handing the "
+        "job back (a graceful stop, a preemption or a storage outage gives its attempt back)",
+    )
     lease_seconds: float = Field(
         default=60.0, gt=0, description="a silent worker loses its job after this"
     )
     progress_flush_seconds: float = Field(
-        default=0.5,
+        # 1 s, not 0.5: the progress write is the fleet's most frequent (already a HOT
+        # update, its cost is the transaction itself), and a live curve a second behind
+        # still reads as live; at 1 s a 10,000-worker fleet stays under 0.5 ms of
+        # PostgreSQL CPU per worker-second (bench/fleet.py, docs/cluster.md).
+        default=1.0,
         gt=0,
         le=60,
         description="how often a running job writes its progress and metric points: a "
-        "live curve's delay, and the fleet's most frequent write (2 s for a large fleet: "
-        "docs/cluster.md)",
+        "live curve's delay, and the fleet's most frequent write (docs/cluster.md)",
     )
     storage_outage_limit_seconds: float = Field(
         default=600.0,
@@ -134,8 +148,9 @@ class Settings(BaseSettings):
     fleet_gpu_memory_gb: float | None = Field(
         default=None,
         gt=0,
-        description="cluster: the GPU memory (GB) each autoscaled CUDA worker offers; the "
-        "autoscaler's count leaves out jobs asking more (unset: every request fits)",
+        description="cluster: the GPU memory (GB) each autoscaled CUDA worker's slot offers "
+        "(the GPU's memory / `worker_slots`); the autoscaler's count leaves out jobs asking "
+        "more (unset: every request fits)",
     )
     worker_device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="what a worker process offers; auto: CUDA when present"
@@ -147,10 +162,26 @@ class Settings(BaseSettings):
         ge=1,
         description="torch threads per worker process (and per embedded runner); "
         "default: `OMP_NUM_THREADS` when set, else the usable CPU cores (the cgroup's CPU "
-        "quota included) // `worker_processes` (// `local_runner_threads` embedded), >= 1",
+        "quota included) // `worker_processes` // `worker_slots` (// `local_runner_threads` "
+        "embedded), >= 1",
     )
     worker_processes: int = Field(
         default=1, ge=1, description="worker processes that share this machine's cores"
+    )
+    # Packing: a worker serves this many jobs at once on its one device, each in its own
+    # pool process (a slot) with its share of the device's memory (docs/cluster.md, "Slots").
+    worker_slots: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="jobs a worker runs at once on its device, each in its own process; a "
+        "slot offers the GPU's memory / slots, and a job's device-hours are charged 1/slots",
+    )
+    worker_slot_memory_gb: float | None = Field(
+        default=None,
+        gt=0,
+        description="CPU workers: the memory (GB) one slot's job may allocate beyond the warm "
+        "worker process; a job that needs more fails alone, saying so (unset: no cap)",
     )
     worker_alive_file: Path | None = Field(
         default=None,
@@ -246,6 +277,14 @@ class Settings(BaseSettings):
     webhook_poll_seconds: float = Field(
         default=1.0, gt=0, description="how often a process looks for due webhook deliveries"
     )
+    # Webhook signing secrets are stored encrypted (Fernet); see `jobs/platform/secret_keys.py`.
+    secret_keys: SecretStr | None = Field(
+        default=None,
+        description="Fernet keys, comma-separated, newest first, that encrypt webhook signing "
+        "secrets at rest: team mode must set the same value on every API and worker process "
+        "(`archsearch admin new-secret-key` prints a key); unset in embedded mode, a key "
+        "kept in `home`/secret.key (made at first use)",
+    )
 
     @field_validator("session_secret")
     @classmethod
@@ -257,6 +296,13 @@ class Settings(BaseSettings):
                 "one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
             )
         return secret
+
+    @field_validator("secret_keys")
+    @classmethod
+    def _fernet_keys(cls, keys: SecretStr | None) -> SecretStr | None:
+        if keys is not None:
+            check_fernet_keys(keys.get_secret_value(), "ARCHSEARCH_SECRET_KEYS")
+        return keys
 
     @property
     def embedded(self) -> bool:
@@ -294,7 +340,8 @@ class Settings(BaseSettings):
         omp_threads = os.environ.get("OMP_NUM_THREADS", "").strip()
         if omp_threads.isdigit() and int(omp_threads) > 0:
             return int(omp_threads)
-        sharing = self.worker_processes * (self.local_runner_threads if self.embedded else 1)
+        per_process = self.local_runner_threads if self.embedded else self.worker_slots
+        sharing = self.worker_processes * per_process
         return max(1, usable_cores() // sharing)
 
     @cached_property

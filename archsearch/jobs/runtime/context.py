@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -47,6 +48,7 @@ class DbRunContext:
         flush_seconds: float = 0.5,
         *,
         job_stop: StopRequest | None = None,
+        pruning: Callable[[int, float], bool] | None = None,
     ) -> None:
         self.lease_lost = lease_lost
         self.stops = (services.stop, job_stop or StopRequest())  # the process's, the job's
@@ -60,6 +62,7 @@ class DbRunContext:
         self._step, self._total = 0, 0
         self._last_flush = 0.0
         self._cancel_requested = False
+        self.pruning = pruning  # a study trial's pruner (`studies.trial_pruning`), if any
 
     def report(self, step: int, total: int, **metrics: float) -> None:
         self._step, self._total = step, total
@@ -89,6 +92,11 @@ class DbRunContext:
         if time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
         return self._cancel_requested
+
+    def should_prune(self, epoch: int, value: float) -> bool:
+        if self.pruning is None or self.lease_lost.is_set():
+            return False
+        return self.pruning(epoch, value)
 
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         stored = self.services.store.write_artifact(self.job_uuid, name, data)

@@ -5,8 +5,10 @@ claims the job the scheduler picks for this worker's device, runs it, and record
 A job's outcome
 is recorded here and nowhere else: `succeeded` (with the run's warnings, if any: the job
 finished, but its result deserves a look), `failed` (with a message the user can act on),
-or `cancelled`. Transient infrastructure errors are re-raised as `TransientFailure`
-after the job is put back in the queue, so the caller retries; user errors never retry.
+`cancelled`, or `pruned` (a study's pruner stopped the trial at an epoch boundary; its
+metrics so far and what it spent are kept). Transient infrastructure errors are re-raised
+as `TransientFailure` after the job is put back in the queue, so the caller retries; user
+errors never retry.
 
 An object-store outage is ridden out inside the job first: storage calls retry for a lease
 time (`objects.storage_patience`); past that the job is handed back to the queue without
@@ -29,12 +31,13 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from archsearch.core.context import Result, RunWarning
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.errors import JobCancelled, UserError
+from archsearch.core.errors import JobCancelled, TrialPruned, UserError
 from archsearch.core.export import json_bytes
 from archsearch.core.methods import get_method
 from archsearch.jobs.domain.jobs import claims, handback, repository, worker_repository
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import claim_next
+from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.platform.db import transaction
 from archsearch.jobs.platform.objects import (
     StorageConfigError,
@@ -45,7 +48,8 @@ from archsearch.jobs.platform.services import Services
 from archsearch.jobs.runtime import studies
 from archsearch.jobs.runtime.context import DbRunContext, JobPreempted
 from archsearch.jobs.runtime.data import load_job_dataset
-from archsearch.jobs.runtime.device import pick_device
+from archsearch.jobs.runtime.device import is_out_of_memory, out_of_memory_message, pick_device
+from archsearch.jobs.runtime.figures import FiguresProbe
 from archsearch.jobs.runtime.joblog import JobLog
 from archsearch.jobs.runtime.lease import LeaseKeeper
 from archsearch.jobs.runtime.warmup import release_memory
@@ -115,6 +119,8 @@ def execute_next(services: Services, offer: Offer) -> uuid.UUID | None:
                 return None
             raw_spec = repository.get_job(session, job_id).spec
             worker_repository.set_current_job(session, worker, job_id)
+            if offer.slots > 1:  # a slot of a shared device: its run is charged its share
+                usage.set_device_share(session, job_id, worker, offer.device_share)
     except StorageUnavailable as exc:  # the claim looks for a checkpoint; nothing was claimed
         raise TransientFailure(str(exc)) from exc
     try:
@@ -179,15 +185,21 @@ def record_outcome(services: Services, job_id: uuid.UUID, outcome: Outcome, work
 def _run(
     services: Services, job_id: uuid.UUID, raw_spec: dict[str, Any], lease: LeaseKeeper
 ) -> Outcome:
+    device: torch.device | None = None  # known once the spec is read: an OOM message names it
     try:
         spec = parse_job_spec(raw_spec)
         device = pick_device(spec)
         flush = services.settings.progress_flush_seconds
-        ctx = DbRunContext(services, job_id, device, lease.lost, flush, job_stop=lease.stop)
+        pruning = studies.trial_pruning(services, job_id)
+        ctx = DbRunContext(
+            services, job_id, device, lease.lost, flush, job_stop=lease.stop, pruning=pruning
+        )
         data = load_job_dataset(services, spec)
         return Outcome.succeeded(_run_method(spec, data, ctx))
     except JobPreempted as exc:
         return Outcome.preempted(str(exc))
+    except TrialPruned as exc:
+        return Outcome(JobStatus.pruned, str(exc), None, exc.metrics)
     except JobCancelled:
         return Outcome(JobStatus.cancelled, "cancelled while running")
     except UserError as exc:
@@ -200,12 +212,9 @@ def _run(
             f"the object store is misconfigured ({exc}). This is an infrastructure problem "
             "for the administrator, not a problem of the job: resubmit it once it is fixed.",
         )
-    except torch.OutOfMemoryError:
-        return Outcome.failed(
-            "out of memory",
-            "the job ran out of device memory; lower training.batch_size or the model size",
-        )
-    except Exception as exc:  # a bug: fail the job with what we know, keep the traceback in logs
+    except Exception as exc:  # a bug, unless an allocation was refused: fail the job either way
+        if is_out_of_memory(exc):
+            return Outcome.failed("out of memory", out_of_memory_message(services.settings, device))
         log.exception("job %s crashed", job_id)
         return Outcome.failed(
             "crashed",
@@ -216,10 +225,16 @@ def _run(
 
 def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext) -> Result:
     ctx.save_artifact("spec.json", json_bytes(spec.model_dump(mode="json")), "application/json")
-    result = get_method(spec.method)(spec, data, ctx)
+    probe = FiguresProbe(ctx.device).start()  # this run's own peak memory and utilisation
+    try:
+        result = get_method(spec.method)(spec, data, ctx)
+    finally:
+        figures = probe.finish()  # a failed run too: it stops the GPU sampling thread
+    result.metrics.update(figures.as_metrics())
     ctx.flush()
     summary = {"method": spec.method, "final": result.metrics, "history": result.history}
     ctx.save_artifact("metrics.json", json_bytes(summary), "application/json")
+    ctx.save_artifact("figures.json", json_bytes(figures.as_dict()), "application/json")
     return result
 
 

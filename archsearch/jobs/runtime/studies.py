@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 from archsearch.core.deploy.forked import CAN_FORK
 from archsearch.jobs.domain.base import utcnow
@@ -25,15 +26,29 @@ _enqueuer: CeleryEnqueuer | None = None  # one broker client per process, built 
 
 
 def after_job_finished(services: Services, job_id: uuid.UUID) -> None:
-    """Called once a job's outcome is recorded: advance its study, if it has one. Never
-    raises: the job's outcome stands, and the periodic tick advances the study later."""
+    """Called once a job's outcome is recorded: tell its pruning trial how it ended and
+    advance its study, if it has one. Never raises: the job's outcome stands, and the
+    periodic tick advances the study later."""
     try:
         with transaction(services.sessions) as session:
-            study_id = jobs_repository.get_job(session, job_id).study_id
+            job = jobs_repository.get_job(session, job_id)
+            study_id = job.study_id
+            if study_id is not None:
+                service.settle_pruning_trial(session, services.settings, job)
         if study_id is not None:
             advance(services, study_id)
     except Exception:
         log.exception("advancing the study of job %s failed; the next tick retries", job_id)
+
+
+def trial_pruning(services: Services, job_id: uuid.UUID) -> Callable[[int, float], bool] | None:
+    """The question a study trial asks after each epoch (should it stop?), when its study
+    has a pruner; None for any other job."""
+    with transaction(services.sessions) as session:
+        job = jobs_repository.get_job(session, job_id)
+        if job.study_id is None:
+            return None
+        return service.trial_pruning(session, services.settings, job)
 
 
 def advance(services: Services, study_id: uuid.UUID) -> None:

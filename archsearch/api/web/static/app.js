@@ -150,12 +150,20 @@ window.AS = (() => {
     const tables = series.map((s) => [s.points.map((p) => p[0]), s.points.map((p) => p[1])]);
     const data = tables.length ? uPlot.join(tables) : [[]];
     const colors = ["#2459c8", "#c2410c", "#15803d", "#7c3aed", "#b91c1c", "#0e7490", "#a16207", "#be185d"];
+    // Away from the cursor the legend reads each series' last value (and the last step),
+    // where uPlot would print "--" until the first hover.
+    const lastOf = (u, i) => {
+      const values = u.data[i] || [];
+      for (let k = values.length - 1; k >= 0; k--) if (values[k] != null) return values[k];
+      return null;
+    };
+    const value = (u, v, i, idx) => num(idx == null ? lastOf(u, i) : v);
     const options = {
       title, width, height: opts.height || 220,
       scales: { x: { time: false } },
       axes: [{ label: opts.xLabel || "step" }, { size: 72, values: (u, ticks) => ticks.map((t) => num(t, 3)) }],
-      series: [{ label: opts.xLabel || "step" },
-        ...series.map((s, i) => ({ label: s.label, stroke: colors[i % colors.length], width: 1.5, spanGaps: true }))],
+      series: [{ label: opts.xLabel || "step", value },
+        ...series.map((s, i) => ({ label: s.label, stroke: colors[i % colors.length], width: 1.5, spanGaps: true, value }))],
     };
     return new uPlot(options, data, container);
   }

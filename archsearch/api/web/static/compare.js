@@ -1,5 +1,6 @@
 // Compare: jobs picked by id or by tag; final metrics, overlaid curves, and accuracy against
-// parameters and MACs with the Pareto front (no other job both smaller and more accurate).
+// parameters and MACs with the Pareto front (no other job both smaller and more accurate),
+// and any knob against any metric (`knob` and `metric` kept in the URL).
 "use strict";
 (() => {
   const { api, el, showError, num, shortId, lineChart } = AS;
@@ -8,6 +9,8 @@
   const metricSelect = document.getElementById("curve-metric");
   let compared = []; // [{job, series}]
   let plot = null;
+  const initial = new URLSearchParams(location.search);
+  const knobPick = { knob: initial.get("knob"), metric: initial.get("metric") };
 
   const accuracyOf = (m) => m.test_accuracy ?? m.accuracy ?? m.final_test_accuracy;
 
@@ -34,6 +37,14 @@
     curves();
     scatter("scatter-params", "parameters", "parameters");
     scatter("scatter-macs", "macs", "MACs");
+    AS.knobPlot(document.getElementById("knob-plot"), compared.map((c) => c.job), { state: knobPick, onPick: keepPick });
+  }
+
+  function keepPick(pick) {
+    const params = new URLSearchParams(location.search);
+    params.set("knob", pick.knob);
+    params.set("metric", pick.metric);
+    history.replaceState(null, "", `/compare?${params}`);
   }
 
   function table() {

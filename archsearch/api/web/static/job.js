@@ -149,8 +149,28 @@
         el("figcaption", { class: "muted", text: a.name })));
     document.getElementById("previews").replaceChildren(...previews);
     const names = result.data.map((a) => a.name);
+    if (names.includes("figures.json")) showFigures();
     if (names.includes("deployment.json")) showLayers(names.includes("density.json"));
     else if (names.includes("density.json")) showDensity();
+  }
+
+  // The run's device figures (figures.json): what each number is comes with it, and a
+  // missing utilisation says why instead of showing a blank.
+  const PEAK_KINDS = {
+    cuda_max_allocated: "peak GPU memory allocated by the run",
+    rss_since_run_start: "peak resident memory of the process during the run",
+    rss_process_lifetime: "peak resident memory of the process since it started",
+  };
+  async function showFigures() {
+    const f = await api(`/v1/jobs/${id}/artifacts/figures.json`);
+    const busy = f.utilization == null ? `unknown: ${f.utilization_note || "not measured"}`
+      : f.device === "cuda" ? `${(100 * f.utilization).toFixed(0)} % (GPU, NVML mean)`
+        : `${num(f.utilization, 2)} cores busy on average (CPU time / wall time)`;
+    const rows = [["device", `${f.device} · ${f.device_name}`],
+      ["peak memory", f.peak_memory_bytes == null ? "unknown" : `${bytes(f.peak_memory_bytes)} (${PEAK_KINDS[f.peak_memory_kind] || f.peak_memory_kind})`],
+      ["utilisation", busy], ["wall time", `${f.wall_seconds.toFixed(1)} s`]];
+    document.getElementById("device-figures").replaceChildren(el("dl", { class: "facts", id: "figures" },
+      rows.flatMap(([label, value]) => fact(label, value))));
   }
 
   // Dense against compact (or nonzero) counts, from the metrics the methods report.

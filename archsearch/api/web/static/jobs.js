@@ -1,5 +1,6 @@
 // Jobs page, a runs table: sortable columns (server-side, the sort and filters in the URL),
-// cursor paging, live rows from /v1/jobs/stream.
+// columns of any metric or spec field (`col` in the URL), a metric filter (`where`), the
+// same table as CSV, cursor paging, live rows from /v1/jobs/stream.
 "use strict";
 (() => {
   const { api, el, showError, badge, when, datasetOf, shortId, follow, every, num } = AS;
@@ -12,13 +13,27 @@
   let page = 0;
   let nextCursor = null;
   const rows = new Map(); // job id -> row
+  let columns = new URLSearchParams(location.search).getAll("col"); // chosen extra columns
+  const columnNames = new Set(); // metric and spec keys seen, offered when adding a column
 
+  // The listing's query: the form's filters, each comma-separated `where` condition apart.
   function filters() {
     const params = new URLSearchParams();
     for (const [k, v] of new FormData(form)) {
+      if (k === "where") {
+        for (const part of v.split(",")) if (part.trim()) params.append("where", part.trim());
+        continue;
+      }
       const value = k === "id_prefix" ? v.trim().replaceAll("-", "") : v.trim();
       if (value) params.set(k, value);
     }
+    return params;
+  }
+
+  // What the page shows: the listing's query and its columns (the URL, and the CSV's query).
+  function shown() {
+    const params = filters();
+    for (const key of columns) params.append("col", key);
     return params;
   }
 
@@ -26,8 +41,65 @@
     for (const input of form.elements) {
       if (!input.name) continue;
       if (input.type === "checkbox") input.checked = params.get(input.name) === input.value;
+      else if (input.name === "where") input.value = params.getAll("where").join(", ");
       else input.value = params.get(input.name) || "";
     }
+  }
+
+  // A metric or spec field of a job: `metrics.test_accuracy`, `spec.training.optimizer.lr`.
+  function valueAt(job, key) {
+    const [source, ...path] = key.split(".");
+    if (source === "metrics") return job.latest_metrics[path.join(".")];
+    let node = job.spec;
+    for (const part of path) node = node && typeof node === "object" ? node[part] : undefined;
+    return node;
+  }
+
+  function shownValue(value) {
+    if (typeof value === "number") return num(value);
+    if (value === undefined || value === null) return "–";
+    return typeof value === "object" ? JSON.stringify(value) : String(value);
+  }
+
+  // Column candidates: every metric, and every spec field holding a plain value.
+  function learnColumns(job) {
+    for (const name of Object.keys(job.latest_metrics)) columnNames.add(`metrics.${name}`);
+    const walk = (node, path) => {
+      for (const [k, v] of Object.entries(node || {})) {
+        if (v && typeof v === "object" && !Array.isArray(v)) walk(v, `${path}.${k}`);
+        else if (!Array.isArray(v)) columnNames.add(`${path}.${k}`);
+      }
+    };
+    walk(job.spec, "spec");
+  }
+
+  function showColumnNames() {
+    const list = document.getElementById("column-names");
+    list.replaceChildren(...[...columnNames].sort().filter((k) => !columns.includes(k)).map((k) => el("option", { value: k })));
+  }
+
+  // A chosen column's header: the metric's name, or the spec path's last two fields (the
+  // whole key in its title), so that a few columns fit beside the table's own.
+  function columnHeader(key) {
+    const [source, ...path] = key.split(".");
+    const label = source === "metrics" ? path.join(".") : path.slice(-2).join(".");
+    const th = el("th", { scope: "col", class: "num", "data-sort": key, "data-extra": key, title: key },
+      el("button", { type: "button", class: "sort", text: label, onclick: () => sortBy(key) }),
+      el("button", { type: "button", class: "remove-col", title: `remove column ${key}`,
+        "aria-label": `remove column ${key}`, text: "×", onclick: () => removeColumn(key) }));
+    return th;
+  }
+
+  function showColumnHeaders() {
+    const head = table.querySelector("thead tr");
+    for (const th of head.querySelectorAll("th[data-extra]")) th.remove();
+    head.append(...columns.map(columnHeader));
+  }
+
+  function removeColumn(key) {
+    columns = columns.filter((k) => k !== key);
+    if (currentSort().replace(/^-/, "") === key) form.elements.sort.value = "";
+    form.requestSubmit();
   }
 
   function currentSort() {
@@ -93,7 +165,8 @@
       el("td", { class: "wide", text: datasetOf(job.spec) }),
       el("td", {}, (job.tags || []).map((t) => el("span", { class: "tag", text: t }))),
       el("td", { class: "wide", text: when(job.created_at) }),
-      el("td", { class: "wide", text: job.owner_name || (job.owner_id ? shortId(job.owner_id) : "local") }));
+      el("td", { class: "wide", text: job.owner_name || (job.owner_id ? shortId(job.owner_id) : "local") }),
+      columns.map((key) => el("td", { class: "num", "data-col": key, text: shownValue(valueAt(job, key)) })));
   }
 
   function put(job) {
@@ -110,6 +183,7 @@
   function matches(job) {
     const f = filters();
     if (currentSort() !== DEFAULT_SORT) return false; // a new job's place is the server's to say
+    if (f.has("where")) return false; // so is whether it passes a metric filter
     if (f.get("study_jobs") === "false" && job.study_id) return false;
     if (f.get("study") && f.get("study") !== job.study_id) return false;
     if (f.get("status") && f.get("status") !== job.status) return false;
@@ -128,12 +202,17 @@
       const result = await api(`/v1/jobs?${params}`);
       body.replaceChildren();
       rows.clear();
-      for (const job of result.data) { const r = row(job); rows.set(job.id, r); body.append(r); }
+      showColumnHeaders();
+      for (const job of result.data) { const r = row(job); rows.set(job.id, r); body.append(r); learnColumns(job); }
+      showColumnNames();
+      document.getElementById("csv").href = `/v1/jobs.csv?${shown()}`;
       nextCursor = result.next_cursor;
       document.getElementById("empty").hidden = result.data.length > 0;
       document.getElementById("next-page").disabled = !nextCursor;
       document.getElementById("first-page").disabled = page === 0;
       markSorted();
+      params.delete("cursor");
+      for (const key of columns) params.append("col", key);
       table.dataset.loaded = params.toString(); // what the shown rows answer (tests wait on it)
       showError(errorBox, null);
     } catch (e) {
@@ -144,11 +223,23 @@
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     page = 0; cursors.length = 1;
-    const params = filters();
+    const params = shown();
     history.replaceState(null, "", params.toString() ? `/?${params}` : "/");
     load();
   });
   form.addEventListener("reset", () => setTimeout(() => form.requestSubmit(), 0));
+  document.getElementById("add-column").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const input = document.getElementById("column-key");
+    const key = input.value.trim();
+    if (!/^(metrics|spec)\.\S+$/.test(key)) {
+      showError(errorBox, new Error(`${key}: a column is metrics.<name> or spec.<path>`));
+      return;
+    }
+    if (!columns.includes(key)) columns.push(key);
+    input.value = "";
+    form.requestSubmit();
+  });
   document.getElementById("next-page").addEventListener("click", () => {
     cursors[page + 1] = nextCursor; page += 1; load();
   });

@@ -1,5 +1,6 @@
-// Queue and workers: waiting jobs in scheduler order with why they wait, running jobs, and
-// workers with device, memory, heartbeat age and current job. Redrawn when a job changes.
+// Queue and workers: the team's limits and hold, waiting jobs in scheduler order with why
+// they wait, running jobs, workers with device, memory, heartbeat age and current job, and
+// device time over the quota's window. Redrawn when a job changes.
 "use strict";
 (() => {
   const { api, el, showError, shortId, follow, every } = AS;
@@ -34,6 +35,7 @@
         el("td", {}, jobLink(j.id)), el("td", { text: j.method }),
         el("td", {}, el("progress", { max: 1, value: j.progress, "aria-label": `progress of ${shortId(j.id)}` })),
         el("td", { text: j.worker || "" }))), "No job runs.");
+      fill("teams", (q.teams || []).map(teamRow), "No team (embedded mode has no quotas).");
       fill("workers", q.workers.map((w) => el("tr", {},
         el("td", { text: w.name }),
         el("td", { text: w.device_name ? `${w.device} (${w.device_name})` : w.device }),
@@ -47,27 +49,30 @@
     }
   }
 
-  // Monday 00:00 UTC of this week: the start of the usage table's window.
-  function weekStart() {
-    const now = new Date();
-    const monday = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-    monday.setUTCDate(monday.getUTCDate() - ((monday.getUTCDay() + 6) % 7));
-    return monday.toISOString();
-  }
-
+  // The API's default window, the last 7 days up to now: the window the weekly quota counts.
   async function loadUsage() {
     try {
-      // Both ends, as the API requires: to a minute from now, so it always follows `from`.
-      const to = new Date(Date.now() + 60000).toISOString();
-      const period = `from=${encodeURIComponent(weekStart())}&to=${encodeURIComponent(to)}`;
-      const u = await api(`/v1/usage?group_by=team&${period}`);
+      const u = await api("/v1/usage?group_by=team");
+      document.getElementById("usage-window").textContent =
+        `From ${AS.when(u.start)} to ${AS.when(u.end)} (the last 7 days, rolling: the window the weekly quota counts)`;
       fill("usage", u.data.map((r) => el("tr", { "data-team": r.group, "data-device": r.device },
         el("td", { text: r.group }), el("td", { text: r.device }),
         el("td", { class: "num", text: AS.num(r.device_hours) }),
-        el("td", { class: "num", text: String(r.jobs) }))), "No device time this week.");
+        el("td", { class: "num", text: String(r.jobs) }))), "No device time in the last 7 days.");
     } catch (e) {
       showError(document.getElementById("queue-error"), e);
     }
+  }
+
+  // A team's limits: running against its limit, device-hours against its quota, its hold.
+  function teamRow(t) {
+    const limit = t.max_running === null ? "no limit" : String(t.max_running);
+    const quota = t.weekly_device_hours === null ? "no quota" : `${AS.num(t.weekly_device_hours)} h`;
+    return el("tr", { "data-team": t.team },
+      el("td", { text: t.team }),
+      el("td", { class: "num", "data-col": "running", text: `${t.running} / ${limit}` }),
+      el("td", { class: "num", "data-col": "hours", text: `${AS.num(t.device_hours_used, 3)} h / ${quota}` }),
+      el("td", { "data-col": "held", class: t.held ? "error" : "", text: t.held ? `held: ${t.held_reason}` : "not held" }));
   }
 
   let pending = null;

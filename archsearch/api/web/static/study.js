@@ -1,5 +1,6 @@
 // A study: jobs by status, the per-arm table (mean ± std over seeds), accuracy
-// against parameters with error bars and the Pareto front, its jobs, cancel, artifacts.
+// against parameters with error bars and the Pareto front, any knob against any metric
+// (one point a job), its jobs, cancel, artifacts.
 // The study is polled from /v1/studies/{id} until it ended and its artifacts are built;
 // its jobs' rows follow the jobs stream.
 "use strict";
@@ -34,6 +35,10 @@
       ["Budget", b ? (b.steps ? `${num(b.steps)} optimizer steps an arm` : `${num(b.epochs)} epochs`) : "the arms' own"],
       ["Seeds", study.seeds.join(", ")],
       study.sampler && ["Sampler", `${study.sampler}: ${study.trials_asked} of ${study.n_trials} trials asked`],
+      // A pruner's stopped trials count as spent: the study's whole spend is shown beside them.
+      (study.config?.pruner?.name ?? "none") !== "none" && ["Pruner",
+        `${study.config.pruner.name}: ${study.counts?.pruned || 0} job(s) stopped early; ` +
+        `${num(study.optimizer_steps_spent ?? 0)} optimizer steps, ${num(Math.round(study.device_seconds ?? 0))} job-seconds spent`],
       ["Submitted", when(study.created_at)],
       ["Ended", when(study.finished_at)],
     ].filter(Boolean);
@@ -108,7 +113,21 @@
     figure.hidden = !names.includes("pareto.png");
   }
 
+  // The knob plot needs whole jobs (spec and metrics): listed again when the counts move.
+  const knobPick = {};
+  let knobCounts = null;
+  async function showKnobs() {
+    const counts = JSON.stringify(study.counts || {});
+    if (counts === knobCounts) return;
+    knobCounts = counts;
+    const listed = (await api(`/v1/jobs?study=${id}&limit=500`)).data.filter((j) => Object.keys(j.latest_metrics).length);
+    if (!listed.length) return;
+    AS.knobPlot(document.getElementById("knob-plot"), listed,
+      { state: knobPick, colorOf: (job) => colorOf(job.study_arm) });
+  }
+
   function show() {
+    showKnobs().catch((e) => showError(errorBox, e));
     showHeader();
     showArms();
     AS.paretoPlot(document.getElementById("pareto-plot"), study, colorOf);

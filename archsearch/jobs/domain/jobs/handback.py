@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.jobs.repository import get_job
 from archsearch.jobs.domain.jobs.states import transition
+from archsearch.jobs.domain.usage import repository as usage
 from archsearch.jobs.domain.webhooks import events
 from archsearch.schemas.jobs import JobStatus
 
@@ -29,6 +30,7 @@ def hand_back(
     job = get_job(session, job_id, for_update=True)
     if job.status is not JobStatus.running or job.worker != worker:
         return False
+    usage.give_back(session, job_id, worker)  # its run stays, charged, but not an attempt
     transition(job, JobStatus.queued, f"{PREEMPTED}: {reason}" if preempted else reason, worker)
     job.attempts = max(0, job.attempts - 1)
     job.worker = None

@@ -92,6 +92,17 @@ def claim_seconds_by_method(session: Session, bounds: Sequence[float]) -> list[H
     return _histograms(session, Job.created_at, Job.started_at, Job.started_at.is_not(None), bounds)
 
 
+def figure_by_method(
+    session: Session, metric: str, bounds: Sequence[float], scale: float = 1.0
+) -> list[Histogram]:
+    """A run figure (`jobs/runtime/figures.py`) of succeeded jobs' last runs, per method:
+    `latest_metrics[metric]` times `scale`, jobs without it left out."""
+    figure = Job.latest_metrics[metric].as_float()
+    where = and_(Job.status == JobStatus.succeeded, figure.is_not(None))
+    value = type_coerce(figure * scale, Float)
+    return _value_histograms(session, value, where, bounds)
+
+
 def _histograms(
     session: Session,
     start: InstrumentedAttribute[Any],
@@ -99,10 +110,18 @@ def _histograms(
     where: ColumnElement[bool],
     bounds: Sequence[float],
 ) -> list[Histogram]:
-    seconds = _seconds_between(session, start, end)
-    per_bound = [func.sum(case((seconds <= bound, 1), else_=0)) for bound in bounds]
+    return _value_histograms(session, _seconds_between(session, start, end), where, bounds)
+
+
+def _value_histograms(
+    session: Session,
+    value: ColumnElement[float],
+    where: ColumnElement[bool],
+    bounds: Sequence[float],
+) -> list[Histogram]:
+    per_bound = [func.sum(case((value <= bound, 1), else_=0)) for bound in bounds]
     query = (
-        select(Job.method, func.count(), func.sum(seconds), *per_bound)
+        select(Job.method, func.count(), func.sum(value), *per_bound)
         .where(where)
         .group_by(Job.method)
     )

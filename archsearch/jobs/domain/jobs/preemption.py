@@ -9,19 +9,24 @@ renewal and stops the job as a SIGTERM does (at its next checkpoint, handed back
 without spending an attempt, `handback.py`), then claims again, and the scheduler's order
 gives it the waiting job. Never a job of equal or higher priority; never more victims than
 waiting jobs that could start: a free worker, or a victim already stopping, counts as a
-worker on its way. Callers own the transaction; nothing here commits.
+worker on its way. One victim per waiting job, whatever dies during a hand-back: a victim
+stopping for a job counts as on its way while its lease lives, even once its worker has gone
+silent, and the waiting job remembers (`victim_asked_until`, two leases: one to stop, one
+for its worker to claim) so that a victim handed back by a worker that then died is not
+replaced at once either. Callers own the transaction; nothing here commits.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy import or_, select, text
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
-from archsearch.jobs.domain.base import as_utc
+from archsearch.jobs.domain.base import as_utc, utcnow
 from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.jobs.scheduler import full_owners_and_teams, live_workers
@@ -57,14 +62,34 @@ def plan_preemptions(session: Session, settings: Settings) -> list[Preemption]:
     if not waiting:
         return []
     slots, asked = _slots(session, settings), []
+    awaited = _victims_on_their_way(session, [job.id for job in waiting])
     for job in waiting:
         slot = _slot_on_its_way(job, slots)
+        if slot is None and _still_awaits_its_victim(job, awaited):
+            continue  # its victim's worker went silent mid-hand-back: no second victim yet
         if slot is None and (slot := _victim_for(job, slots)) is not None:
             assert slot.job is not None, "a victim runs a job"
-            asked.append(_request_stop(slot.job, job))
+            asked.append(_request_stop(slot.job, job, settings))
         if slot is not None:
             slots.remove(slot)
     return asked
+
+
+def _victims_on_their_way(session: Session, waiting: list[uuid.UUID]) -> set[uuid.UUID]:
+    """The waiting jobs a running job is stopping for, its lease alive (its worker may be
+    dead: the lease, not the heartbeat, says when the job is given up)."""
+    now = utcnow()
+    query = select(Job.stop_requested_for).where(
+        Job.status == JobStatus.running,
+        Job.stop_requested_for.in_(waiting),
+        or_(Job.lease_expires_at.is_(None), Job.lease_expires_at > now),
+    )
+    return {job_id for job_id in session.scalars(query) if job_id is not None}
+
+
+def _still_awaits_its_victim(job: Job, awaited: set[uuid.UUID]) -> bool:
+    asked_until = job.victim_asked_until
+    return job.id in awaited or (asked_until is not None and as_utc(asked_until) > utcnow())
 
 
 def _take_tick_lock(session: Session) -> bool:
@@ -148,9 +173,10 @@ def _victim_rank(job: Job | None) -> tuple[int, float]:
     return job.priority, -as_utc(job.created_at).timestamp()
 
 
-def _request_stop(victim: Job, job: Job) -> Preemption:
+def _request_stop(victim: Job, job: Job, settings: Settings) -> Preemption:
     """Name `job` on `victim`, and say so in both jobs' events."""
     victim.stop_requested_for = job.id
+    job.victim_asked_until = utcnow() + timedelta(seconds=2 * settings.lease_seconds)
     needs = f"job {job.id} ({priority_name(job.priority)} priority) needs its worker"
     victim.events.append(_event(victim, f"preemption asked: {needs}; stopping at a checkpoint"))
     low = priority_name(victim.priority)

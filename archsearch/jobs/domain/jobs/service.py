@@ -18,7 +18,7 @@ from archsearch.jobs.domain.errors import (
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.validation import validate_submission
-from archsearch.jobs.domain.tables import Job
+from archsearch.jobs.domain.tables import Job, JobEvent
 from archsearch.jobs.platform.broker import Enqueuer
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import (
@@ -131,6 +131,18 @@ def set_priority(
             f"job {job.id} is {JobStatus(job.status).value}; only a queued or running job "
             "can change its priority"
         )
+    before = job.priority
     job.priority = PRIORITY_LEVELS[priority]
+    if job.priority != before:  # who reordered the queue, and when: an event of the job
+        status = JobStatus(job.status).value
+        reason = f"priority {priority_name(before)} -> {priority}"
+        job.events.append(
+            JobEvent(from_status=status, to_status=status, reason=reason, actor=principal.name)
+        )
     session.commit()
     return job
+
+
+def priority_name(level: int) -> str:
+    names = [name for name, value in PRIORITY_LEVELS.items() if value == level]
+    return names[0] if names else str(level)

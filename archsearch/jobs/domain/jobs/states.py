@@ -1,4 +1,4 @@
-"""The job state machine: queued -> running -> succeeded | failed | cancelled.
+"""The job state machine: queued -> running -> succeeded | failed | cancelled | pruned.
 
 A running job may also go back to `queued` when its worker died (lease expired) or a
 transient infrastructure error interrupted it. Every transition is recorded as an event;
@@ -26,6 +26,7 @@ ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
             JobStatus.succeeded,
             JobStatus.failed,
             JobStatus.cancelled,
+            JobStatus.pruned,  # a study's pruner stopped the trial at an epoch boundary
             JobStatus.queued,
             JobStatus.running,
         }  # running -> running: a new attempt takes over an expired lease
@@ -33,6 +34,7 @@ ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.succeeded: frozenset(),
     JobStatus.failed: frozenset(),
     JobStatus.cancelled: frozenset(),
+    JobStatus.pruned: frozenset(),
 }
 
 

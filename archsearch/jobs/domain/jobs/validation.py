@@ -1,5 +1,6 @@
 """Checks a job spec against this deployment before it is stored: the dataset exists here,
-the model family fits the dataset's inputs, and the jobs it builds on have succeeded.
+the model family fits the dataset's inputs, and the jobs it builds on have succeeded and
+can serve as its start (`built_on`: a transfer's mask fits the new dataset, ...).
 
 Torch-free, so the API runs it at submit time: a bad job is a 422 now, not a failure later.
 """
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 from archsearch.core.errors import IncompatibleModelError, UserError
 from archsearch.jobs.domain.datasets import catalog
 from archsearch.jobs.domain.jobs import listing
+from archsearch.jobs.domain.jobs.built_on import check_built_on
 from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import JobStatus
@@ -103,4 +105,6 @@ def validate_submission(
     facts = catalog.resolve(session, settings, spec.dataset, team_id, hold=True)
     check_model_fits(spec, facts.input_shape)
     check_schedule(spec, facts)
-    return resolve_referenced_jobs(session, spec, team_id)
+    resolved = resolve_referenced_jobs(session, spec, team_id)
+    check_built_on(session, settings, resolved, facts, team_id)
+    return resolved

@@ -20,6 +20,7 @@ from archsearch.jobs.domain.models.tables import (
     ModelVersionFile,
     RegisteredModel,
 )
+from archsearch.jobs.domain.tables import Job
 
 
 def team_key(team_id: uuid.UUID | None) -> str:
@@ -75,6 +76,18 @@ def locked_model(
 def list_models(session: Session, team_id: uuid.UUID | None) -> list[RegisteredModel]:
     query = select(RegisteredModel).where(RegisteredModel.team_key == team_key(team_id))
     return list(session.scalars(query.order_by(RegisteredModel.name)))
+
+
+def every_model(session: Session) -> list[RegisteredModel]:
+    """Every team's models (what an admin lists), by name, then team."""
+    query = select(RegisteredModel).order_by(RegisteredModel.name, RegisteredModel.team_key)
+    return list(session.scalars(query))
+
+
+def models_named(session: Session, name: str) -> list[RegisteredModel]:
+    """The models of that name in every team (names are unique per team only)."""
+    query = select(RegisteredModel).where(RegisteredModel.name == name)
+    return list(session.scalars(query.order_by(RegisteredModel.team_key)))
 
 
 def add_version(session: Session, version: ModelVersion, files: Sequence[ModelVersionFile]) -> None:
@@ -165,3 +178,29 @@ def dataset_sha256(session: Session, dataset_id: str) -> str | None:
     """The stored sha256 of an uploaded dataset, or None when it is gone."""
     query = select(UploadedDataset.stored_sha256).where(UploadedDataset.id == dataset_id)
     return session.scalar(query)
+
+
+def archive_version(version: ModelVersion, actor: str | None) -> None:
+    """Archive (`actor` given) or restore (None) a version."""
+    version.archived_at = utcnow() if actor is not None else None
+    version.archived_by = actor
+
+
+def study_ids_of(session: Session, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+    """The study of each job that belongs to one."""
+    query = select(Job.id, Job.study_id).where(Job.id.in_(job_ids), Job.study_id.is_not(None))
+    return {job_id: study_id for job_id, study_id in session.execute(query) if study_id}
+
+
+def versions_of_jobs(
+    session: Session, team_id: uuid.UUID | None, job_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, tuple[str, int]]:
+    """(model name, version) each of `job_ids` was promoted to in the team's registry (the
+    first version, when a job was promoted more than once)."""
+    query = (
+        select(ModelVersion.job_id, RegisteredModel.name, ModelVersion.version)
+        .join(RegisteredModel, RegisteredModel.id == ModelVersion.model_id)
+        .where(RegisteredModel.team_key == team_key(team_id), ModelVersion.job_id.in_(job_ids))
+        .order_by(ModelVersion.created_at.desc())
+    )
+    return {job_id: (name, number) for job_id, name, number in session.execute(query)}

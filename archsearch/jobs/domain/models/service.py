@@ -10,11 +10,12 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.accounts.service import Principal
-from archsearch.jobs.domain.errors import InvalidTransition, NotFound
+from archsearch.jobs.domain.errors import AmbiguousId, InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.models import repository
 from archsearch.jobs.domain.models.tables import (
@@ -37,7 +38,10 @@ from archsearch.schemas.models import (
     ModelFilePublic,
     ModelPublic,
     ModelVersionPublic,
+    ParentPublic,
+    key_metric_names,
 )
+from archsearch.specs import job_spec_adapter
 
 MODEL_CARD = "model-card.md"
 MODEL_CARD_MAX_CHARS = 100_000
@@ -163,7 +167,11 @@ def set_alias(
     principal.require("submit")
     check_alias(alias)
     model = repository.get_model(session, principal.team_id, name, for_update=True)
-    repository.get_version(session, model, version)
+    if repository.get_version(session, model, version).archived_at is not None:
+        raise InvalidTransition(
+            f"version {version} of model {name!r} is archived; restore it before an alias "
+            "points at it"
+        )
     before = repository.set_alias(session, model, alias, version, principal.name)
     _alias_changed(session, principal, name, alias, before, version)
     session.commit()
@@ -199,9 +207,28 @@ def _alias_changed(
     )
 
 
+def archive(
+    session: Session, principal: Principal, name: str, number: int, archived: bool
+) -> ModelVersion:
+    """Archive a version (refused while an alias points at it: move the alias first) or
+    restore it. Nothing is deleted: its files stay downloadable by number."""
+    principal.require("submit")
+    model = repository.get_model(session, principal.team_id, name, for_update=True)
+    version = repository.get_version(session, model, number)
+    pointing = [a.alias for a in repository.aliases_of(session, model.id) if a.version == number]
+    if archived and pointing:
+        raise InvalidTransition(
+            f"version {number} of model {name!r} is what {', '.join(pointing)} point(s) at; "
+            "move or remove the alias first"
+        )
+    repository.archive_version(version, principal.name if archived else None)
+    session.commit()
+    return version
+
+
 def resolve(session: Session, principal: Principal, name: str, ref: str) -> ModelVersion:
     """The version `ref` names: a number, or an alias of the model."""
-    model = repository.get_model(session, principal.team_id, name)
+    model = readable_model(session, principal, name)
     if ref.isdigit():
         return repository.get_version(session, model, int(ref))
     found = repository.find_alias(session, model.id, ref)
@@ -221,7 +248,26 @@ def version_file(
 
 
 def list_models(session: Session, principal: Principal) -> list[ModelPublic]:
+    """The team's models; an admin's list holds every team's (each with its `team_id`)."""
+    if principal.is_admin:
+        return [_public(session, m) for m in repository.every_model(session)]
     return [_public(session, m) for m in repository.list_models(session, principal.team_id)]
+
+
+def readable_model(session: Session, principal: Principal, name: str) -> RegisteredModel:
+    """The caller's team's model `name`. An admin, who lists every team's models, reads
+    another team's too: its own team's first, else the one team's of that name (several
+    teams': 409 naming them; changes stay with the model's own team)."""
+    own = repository.find_model(session, principal.team_id, name)
+    if own is not None or not principal.is_admin:
+        return own or repository.get_model(session, principal.team_id, name)
+    found = repository.models_named(session, name)
+    if len(found) > 1:
+        teams = [str(m.team_id) for m in found]
+        raise AmbiguousId(f"{len(found)} teams have a model {name!r}: {', '.join(teams)}", teams)
+    if not found:
+        raise NotFound(f"no model {name!r} in any team; GET /v1/models lists them")
+    return found[0]
 
 
 def _public(session: Session, model: RegisteredModel) -> ModelPublic:
@@ -233,11 +279,12 @@ def _public(session: Session, model: RegisteredModel) -> ModelPublic:
         created_at=model.created_at,
         updated_at=model.updated_at,
         aliases=aliases,
+        team_id=model.team_id,
     )
 
 
 def read_model(session: Session, principal: Principal, name: str) -> ModelDetail:
-    model = repository.get_model(session, principal.team_id, name)
+    model = readable_model(session, principal, name)
     versions = versions_public(session, model, repository.versions_of(session, model.id))
     history = repository.alias_history(session, model.id)
     return ModelDetail(
@@ -249,7 +296,7 @@ def read_model(session: Session, principal: Principal, name: str) -> ModelDetail
 
 def read_version(session: Session, principal: Principal, name: str, ref: str) -> ModelVersionPublic:
     version = resolve(session, principal, name, ref)
-    model = repository.get_model(session, principal.team_id, name)
+    model = readable_model(session, principal, name)
     return versions_public(session, model, [version])[0]
 
 
@@ -258,6 +305,9 @@ def versions_public(
 ) -> list[ModelVersionPublic]:
     files = repository.files_of(session, [v.id for v in versions])
     aliases = repository.aliases_of(session, model.id)
+    studies = repository.study_ids_of(session, [v.job_id for v in versions])
+    lineages = [Lineage.model_validate(v.lineage) for v in versions]
+    parents = _parents(session, model.team_id, lineages)
     return [
         ModelVersionPublic(
             model=model.name,
@@ -265,9 +315,50 @@ def versions_public(
             description=v.description,
             created_by=v.created_by,
             created_at=v.created_at,
+            archived_at=v.archived_at,
+            archived_by=v.archived_by,
             aliases=[a.alias for a in aliases if a.version == v.version],
             files=[ModelFilePublic.model_validate(f) for f in files if f.version_id == v.id],
-            lineage=Lineage.model_validate(v.lineage),
+            lineage=lineage,
+            key_metrics=key_metric_names(lineage.metrics),
+            study_id=studies.get(v.job_id),
+            parents=parents[lineage.job_id],
         )
-        for v in versions
+        for v, lineage in zip(versions, lineages, strict=True)
     ]
+
+
+def _parents(
+    session: Session, team_id: uuid.UUID | None, lineages: list[Lineage]
+) -> dict[uuid.UUID, list[ParentPublic]]:
+    """For each version's job, the jobs its spec built on and where they were promoted."""
+    built_on = {lineage.job_id: _job_references(lineage.spec) for lineage in lineages}
+    ids = [uuid.UUID(ref) for refs in built_on.values() for ref in refs.values()]
+    promoted = repository.versions_of_jobs(session, team_id, ids) if ids else {}
+    return {
+        job_id: [
+            ParentPublic(field=field, job_id=uuid.UUID(ref), model=found[0], version=found[1])
+            if (found := promoted.get(uuid.UUID(ref)))
+            else ParentPublic(field=field, job_id=uuid.UUID(ref))
+            for field, ref in refs.items()
+        ]
+        for job_id, refs in built_on.items()
+    }
+
+
+def _job_references(spec: dict[str, object]) -> dict[str, str]:
+    """The spec's job references (stored resolved to whole ids); none for a spec this version
+    of archsearch no longer reads."""
+    try:
+        references = job_spec_adapter.validate_python(spec).job_references()
+    except ValidationError:
+        return {}
+    return {field: ref for field, ref in references.items() if _is_uuid(ref)}
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

@@ -67,6 +67,9 @@ class ModelVersion(Base):
     lineage: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # Archived: kept (files downloadable, lineage intact) but folded away and no alias target.
+    archived_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    archived_by: Mapped[str | None] = mapped_column(String(200))
 
     __table_args__ = (
         UniqueConstraint("model_id", "version", name="uq_model_versions_model_version"),

@@ -142,7 +142,10 @@ def tell_finished(ostudy: optuna.Study, study: Study, jobs: list[Job]) -> None:
     for job in jobs:
         if job.study_trial in running and JobStatus(job.status).terminal:
             values = objective_values(study, job)
-            if values is None:
+            # A pruned trial: the sampler learns it was stopped early, not that it broke.
+            if JobStatus(job.status) is JobStatus.pruned:
+                ostudy.tell(job.study_trial, state=TrialState.PRUNED)
+            elif values is None:
                 ostudy.tell(job.study_trial, state=TrialState.FAIL)
             else:
                 ostudy.tell(job.study_trial, values)

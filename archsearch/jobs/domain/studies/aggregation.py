@@ -71,6 +71,8 @@ def _over(jobs: Sequence[JobFacts], metric: str, limit: int | None) -> bool:
 
 
 def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> ArmSummary:
+    # Succeeded jobs only: a pruned trial stopped early, so its accuracy and size are not a
+    # result and an arm whose every job was pruned has none (it is never on the front).
     done = [j for j in jobs if j.status == JobStatus.succeeded]
     figures = {name: stat(j.metrics.get(name) for j in done) for name in FIGURES}
     batch = jobs[0].batch_size
@@ -90,6 +92,14 @@ def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> A
         over_samples=_over(jobs, "samples_seen", budget_samples),
         params=dict(jobs[0].params),
     )
+
+
+def spent(jobs: Sequence[JobFacts]) -> dict[str, float]:
+    """What the whole study spent: every job that ran counts, a pruned or failed one too
+    (a pruned trial's figures are the steps and seconds it really took)."""
+    steps = sum(j.metrics.get("optimizer_steps", 0.0) for j in jobs)
+    seconds = sum(j.wall_clock_s or 0.0 for j in jobs)
+    return {"optimizer_steps_spent": int(steps), "device_seconds": seconds}
 
 
 def summarise(

@@ -3,6 +3,11 @@ with the jobs' own models and fitted to the study's budget.
 
 Pure (no database): the service checks the cap first, then every expanded spec; the first
 invalid one is refused with a 422 that names its arm and the field.
+
+Equal tuning: when arms set a training knob (a `training.*` path: learning rate, weight
+decay, schedule, batch size) to two or more values, that knob is being tuned, and every arm
+that leaves it unset is run at each of those values too, so a baseline is never compared at
+its default against a method given a sweep. An arm that pins the knob keeps its value.
 """
 
 from __future__ import annotations
@@ -61,10 +66,55 @@ def arm_label(arm: StudyArm, point: Mapping[str, Any]) -> str:
     return f"{arm.label},{suffix}" if suffix and arm.label != "base" else suffix or arm.label
 
 
+# Knobs under `training` that are not tuning: the seed is the study's, the budget sets the
+# epochs, and precision is a device choice.
+NOT_TUNING = frozenset({"training.seed", "training.epochs", "training.precision"})
+
+
+def leaf_paths(spec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every dotted path to a non-object value of `spec`, with its value."""
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(leaf_paths(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def tuned_knobs(arms: Sequence[StudyArm]) -> dict[str, list[Any]]:
+    """The training knobs the arms sweep (set to 2+ distinct values), values in first-seen order."""
+    seen: dict[str, list[Any]] = {}
+    for arm in arms:
+        for path, value in leaf_paths(arm.spec).items():
+            values = seen.setdefault(path, [])
+            if path.startswith("training.") and path not in NOT_TUNING and value not in values:
+                values.append(value)
+    return {path: values for path, values in seen.items() if len(values) >= 2}
+
+
+def equally_tuned(arms: Sequence[StudyArm]) -> list[StudyArm]:
+    """The arms, each arm that leaves a tuned knob unset repeated at every value of it."""
+    tuned = tuned_knobs(arms)
+    out = []
+    for arm in arms:
+        own = leaf_paths(arm.spec)
+        missing = {path: values for path, values in tuned.items() if path not in own}
+        for point in grid_points(missing):
+            spec: Mapping[str, Any] = arm.spec
+            for path, value in point.items():
+                spec = set_path(spec, path, value)
+            # Built, not validated: the label carries a grid-style suffix ("train,lr=0.01")
+            # that a user-given label may not contain, so that it cannot clash with one.
+            out.append(StudyArm.model_construct(label=arm_label(arm, point), spec=dict(spec)))
+    return out
+
+
 def planned_count(request: StudyCreate, arms: Sequence[StudyArm]) -> int:
     """Jobs the study would create, counted without building the grid (it may be huge)."""
     points = math.prod(len(values) for values in request.grid.values())
-    return len(arms) * points * len(request.seeds)
+    return len(equally_tuned(arms)) * points * len(request.seeds)
 
 
 def raw_spec(
@@ -94,8 +144,9 @@ def parse_arm_spec(label: str, raw: dict[str, Any]) -> JobBase:
 
 
 def expand(request: StudyCreate, arms: Sequence[StudyArm]) -> Iterator[PlannedJob]:
-    """The jobs of a fixed study, arm by arm, grid point by point, seed by seed."""
-    for arm in arms:
+    """The jobs of a fixed study, arm by arm (equally tuned), grid point by point, seed by
+    seed."""
+    for arm in equally_tuned(arms):
         for point in grid_points(request.grid):
             label = arm_label(arm, point)
             for seed in request.seeds:

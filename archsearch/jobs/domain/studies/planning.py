@@ -1,17 +1,21 @@
-"""A study's dry run: the jobs it expands into and the compute they take, with every check
-a submit makes (budget fitting, each arm validated), and nothing stored or queued."""
+"""A study's dry run: the jobs it expands into, the compute they take and the minutes that
+is likely to last on this server (`wall_time`), with every check a submit makes (budget
+fitting, each arm validated), and nothing stored or queued."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.service import Principal
-from archsearch.jobs.domain.studies import expansion, service
+from archsearch.jobs.domain.datasets.catalog import DatasetFacts
+from archsearch.jobs.domain.studies import expansion, run_times, service, wall_time
 from archsearch.jobs.domain.studies.expansion import PlannedJob
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.studies import PlannedArm, StudyCreate, StudyPlan
+from archsearch.specs import DatasetRef
 from archsearch.specs.budget import planned_steps
 
 
@@ -49,6 +53,7 @@ def plan_study(
     else:
         planned, steps = service.plan_jobs(session, settings, request, facts, team)
     arms = _arms(planned, facts.train_size, facts.num_classes)
+    _estimate_wall_time(session, arms, request.dataset, facts)
     return StudyPlan(
         name=request.name,
         jobs=len(planned),
@@ -56,4 +61,18 @@ def plan_study(
         optimizer_steps=sum(arm.optimizer_steps * arm.jobs for arm in arms),
         training_samples=sum(arm.training_samples * arm.jobs for arm in arms),
         arms=arms,
+        wall_time=wall_time.study_wall_time(arms),
     )
+
+
+def _estimate_wall_time(
+    session: Session, arms: list[PlannedArm], raw: dict[str, Any], facts: DatasetFacts
+) -> None:
+    """Each arm's minutes per job, from this server's past runs of its method."""
+    dataset = DatasetRef.model_validate(raw)
+    shown = dataset.name or dataset.id or "?"
+    for method in {arm.method for arm in arms}:
+        rates = wall_time.measured_rates(run_times.measured_runs(session, method), dataset, facts)
+        for arm in arms:
+            if arm.method == method:
+                arm.wall_time = wall_time.arm_wall_time(arm, rates, shown)

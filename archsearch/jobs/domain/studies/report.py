@@ -252,11 +252,41 @@ VERDICT_RULE = (
 )
 
 
+def pruning_sentence(detail: StudyDetail) -> str:
+    """Which pruner stopped how many trials, and what the study spent in all."""
+    pruner = (detail.config.get("pruner") or {}).get("name", "none")
+    spent = (
+        f"{detail.optimizer_steps_spent:,} optimizer steps and {detail.device_seconds:,.0f} "
+        "job-seconds spent in all"
+    )
+    if pruner == "none":
+        return f"No pruner; {spent}."
+    pruned = detail.counts.get("pruned", 0)
+    return (
+        f"Pruner `{pruner}` stopped {pruned} job(s) early (status `pruned`: counted as spent, "
+        f"never on the front); {spent}."
+    )
+
+
+def tuning_sentence(detail: StudyDetail) -> str:
+    """Which training knobs the arms swept, and that every arm leaving one unset ran at
+    each of its values (studies/expansion.py), so no arm is compared untuned."""
+    tuned = detail.config.get("equal_tuning") or {}
+    if not tuned:
+        return ""
+    knobs = "; ".join(f"`{path}` over {values}" for path, values in tuned.items())
+    return (
+        f" Equal tuning: the arms sweep {knobs}; every arm that does not set a swept knob ran "
+        "at each of its values too (labels `<arm>,<knob>=<value>`)."
+    )
+
+
 def report_markdown(detail: StudyDetail) -> str:
     return (
         f"# Study {detail.name}\n\n"
         f"Dataset `{detail.dataset}`, {budget_sentence(detail)}, "
-        f"seeds {detail.seeds}; status {detail.status}, jobs {detail.counts}.\n\n"
+        f"seeds {detail.seeds}; status {detail.status}, jobs {detail.counts}. "
+        f"{pruning_sentence(detail)}{tuning_sentence(detail)}\n\n"
         "## Who wins at which size (the Pareto front of accuracy against parameters)\n\n"
         f"{VERDICT_RULE}\n\n"
         f"{winners_markdown(detail)}\n\n"

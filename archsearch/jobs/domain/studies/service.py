@@ -12,6 +12,7 @@ import logging
 import math
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -168,7 +169,11 @@ def new_study_row(
     request: StudyCreate, principal: Principal, steps: int | None, arms: list[str]
 ) -> Study:
     config = request.model_dump(mode="json", exclude={"name", "dataset", "budget", "seeds"})
-    config.update(priority_level=PRIORITY_LEVELS[request.priority], arm_labels=arms)
+    config.update(
+        priority_level=PRIORITY_LEVELS[request.priority],
+        arm_labels=arms,
+        equal_tuning=expansion.tuned_knobs(request.arms),
+    )
     budget = None if request.budget is None else {**request.budget.model_dump(), "steps": steps}
     return studies_repository.new_study(
         name=request.name,
@@ -304,6 +309,37 @@ def advance_study(session: Session, settings: Settings, study_id: uuid.UUID) -> 
     no_more = study.trials_asked >= (study.n_trials or 0)
     result.ended = _maybe_end(session, study, jobs, no_more=no_more)
     return result
+
+
+def has_pruner(config: dict[str, Any]) -> bool:
+    """Whether a study's trials report each epoch to a pruner (`pruning.py`)."""
+    pruner = config.get("pruner")
+    return pruner is not None and pruner.get("name", "none") != "none"
+
+
+def trial_pruning(
+    session: Session, settings: Settings, job: Job
+) -> Callable[[int, float], bool] | None:
+    """A study job's question after each epoch (should it stop?), when its study has a
+    pruner; None otherwise."""
+    assert job.study_id is not None, "a study's job"
+    config = studies_repository.get_study(session, job.study_id).config
+    if not has_pruner(config):
+        return None
+    # Imported here: Optuna (some 100 modules) serves only the studies that use it.
+    from archsearch.jobs.domain.studies import pruning
+
+    return pruning.TrialPruning(job.id, job.study_id, config, settings.resolved_database_url)
+
+
+def settle_pruning_trial(session: Session, settings: Settings, job: Job) -> None:
+    """Tell an ended study job's pruning trial how it ended (nothing without a pruner)."""
+    assert job.study_id is not None, "a study's job"
+    config = studies_repository.get_study(session, job.study_id).config
+    if has_pruner(config):
+        from archsearch.jobs.domain.studies import pruning  # loads Optuna, as above
+
+        pruning.settle_trial(job, config, settings.resolved_database_url)
 
 
 def trial_spec(study: Study, params: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from archsearch.jobs.domain.studies.aggregation import (
     JobFacts,
     compact_bytes,
     latency,
+    spent,
     summarise,
 )
 from archsearch.jobs.domain.studies.tables import Study
@@ -65,12 +66,14 @@ def read_study(session: Session, study_id: uuid.UUID, team_id: uuid.UUID | None)
     jobs = studies_repository.study_jobs(session, study.id)
     sizes = studies_repository.compact_sizes(session, [job.id for job in jobs])
     budget = None if study.budget is None else study.budget.get("steps")
-    arms, pareto = summarise(job_facts(study, jobs, sizes), budget)
+    facts = job_facts(study, jobs, sizes)
+    arms, pareto = summarise(facts, budget)
     counts = dict(Counter(JobStatus(job.status).value for job in jobs))
     return StudyDetail.model_validate(
         {
             **study_public(study, counts).model_dump(),
             "config": study.config,
+            **spent(facts),
             "arms": arms,
             "pareto": pareto,
             "artifacts": list(STUDY_ARTIFACTS) if study.artifacts_at else [],

@@ -38,11 +38,12 @@ def held_teams(session: Session) -> set[uuid.UUID]:
 
 
 def used_seconds(session: Session, team_id: uuid.UUID, start: datetime, end: datetime) -> float:
-    """Device-seconds the team's attempts spent within [start, end)."""
+    """Device-seconds the team's runs were charged within [start, end): each run's time
+    there times its share of the device."""
     total = 0.0
     for attempt, _, _ in attempts_between(session, start, end, team_id):
         begun, last = max(as_utc(attempt.started_at), start), min(as_utc(attempt.last_seen_at), end)
-        total += max(0.0, (last - begun).total_seconds())
+        total += max(0.0, (last - begun).total_seconds()) * attempt.device_share
     return total
 
 
@@ -72,7 +73,8 @@ def used_seconds_by_team(
     if session.get_bind().dialect.name != "postgresql":
         return {team_id: used_seconds(session, team_id, start, end) for team_id in team_ids}
     within = func.least(JobAttempt.last_seen_at, end) - func.greatest(JobAttempt.started_at, start)
-    seconds = func.sum(func.greatest(0.0, func.extract("epoch", within)))
+    held = func.greatest(0.0, func.extract("epoch", within))
+    seconds = func.sum(held * JobAttempt.device_share)  # a slot's run: its share
     query = (
         select(JobAttempt.team_id, seconds)
         .where(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
@@ -57,6 +57,29 @@ def close_attempt(session: Session, job_id: uuid.UUID, at: datetime | None) -> N
         attempt.seconds = max(0.0, (end - as_utc(attempt.started_at)).total_seconds())
 
 
+def set_device_share(session: Session, job_id: uuid.UUID, worker: str, share: float) -> None:
+    """The open run of `worker` holds `share` of its device (a slot of K: 1/K)."""
+    session.execute(
+        update(JobAttempt)
+        .where(
+            JobAttempt.job_id == job_id, JobAttempt.worker == worker, JobAttempt.ended_at.is_(None)
+        )
+        .values(device_share=share)
+    )
+
+
+def give_back(session: Session, job_id: uuid.UUID, worker: str) -> None:
+    """The open run of `worker` is handed back: it no longer counts as one of the job's
+    attempts (its device time is still charged)."""
+    session.execute(
+        update(JobAttempt)
+        .where(
+            JobAttempt.job_id == job_id, JobAttempt.worker == worker, JobAttempt.ended_at.is_(None)
+        )
+        .values(given_back=True)
+    )
+
+
 def touch_attempt(session: Session, job_id: uuid.UUID, worker: str) -> None:
     """A lease renewal: the open attempt of `worker` ran until now."""
     now = utcnow()
@@ -86,9 +109,11 @@ def attempts_between(
 
 
 def seconds_by_team_and_device(session: Session) -> list[tuple[str, str, float]]:
-    """Every device-second ever recorded, by team name ("none" without a team) and device."""
+    """Every device-second ever charged (held seconds times the device share), by team name
+    ("none" without a team) and device."""
+    charged = func.sum(JobAttempt.seconds * JobAttempt.device_share)
     query = (
-        select(Team.name, JobAttempt.device, func.sum(JobAttempt.seconds))
+        select(Team.name, JobAttempt.device, charged)
         .outerjoin(Team, Team.id == JobAttempt.team_id)
         .group_by(Team.name, JobAttempt.device)
     )

@@ -1,6 +1,9 @@
-"""Usage reports: the device-seconds of the attempts that overlap a window, grouped by
-user, team or method and by device. An attempt that straddles an edge of the window counts
-only its part inside; one still running counts up to its last lease renewal."""
+"""Usage reports: the device-seconds of the runs that overlap a window, grouped by user,
+team or method and by device. A run that straddles an edge of the window counts only its
+part inside; one still running counts up to its last lease renewal; one whose worker was
+killed ends at its last renewal. Each run is charged its time times the share of the device
+it held (`device_share`: 1/K on a worker with K slots). `runs` counts every claim, `attempts`
+those that counted against `max_attempts` (a run handed back gave its attempt back)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import csv
 import io
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -51,37 +55,49 @@ def report(
     """A user sees their team's usage; an admin every team's."""
     start, end = window(start, end)
     team: uuid.UUID | None = principal.team_filter
-    seconds: dict[tuple[str, str], float] = defaultdict(float)
-    attempts: dict[tuple[str, str], int] = defaultdict(int)
-    jobs: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
-    for attempt, team_name, user_name in repository.attempts_between(session, start, end, team):
-        group = {"user": user_name, "team": team_name, "method": attempt.method}[group_by]
-        key = (group or "none", attempt.device)
-        seconds[key] += _overlap(attempt, start, end)
-        attempts[key] += 1
-        jobs[key].add(attempt.job_id)
-    rows = [
-        UsageRow(
+    rows: dict[tuple[str, str], _Sums] = defaultdict(_Sums)
+    for run, team_name, user_name in repository.attempts_between(session, start, end, team):
+        group = {"user": user_name, "team": team_name, "method": run.method}[group_by]
+        rows[(group or "none", run.device)].add(run, _overlap(run, start, end))
+    data = [sums.row(group, device) for (group, device), sums in sorted(rows.items())]
+    return UsagePublic(start=start, end=end, group_by=group_by, data=data)
+
+
+@dataclass
+class _Sums:
+    """One row of a report as its runs are added."""
+
+    charged: float = 0.0
+    held: float = 0.0
+    runs: int = 0
+    attempts: int = 0
+    jobs: set[uuid.UUID] = field(default_factory=set)
+
+    def add(self, run: JobAttempt, seconds_in_window: float) -> None:
+        self.held += seconds_in_window
+        self.charged += seconds_in_window * run.device_share
+        self.runs += 1
+        self.attempts += 0 if run.given_back else 1
+        self.jobs.add(run.job_id)
+
+    def row(self, group: str, device: str) -> UsageRow:
+        return UsageRow(
             group=group,
             device=device,
-            device_seconds=round(total, 3),
-            device_hours=round(total / 3600, 6),
-            attempts=attempts[(group, device)],
-            jobs=len(jobs[(group, device)]),
+            device_seconds=round(self.charged, 3),
+            device_hours=round(self.charged / 3600, 6),
+            held_seconds=round(self.held, 3),
+            attempts=self.attempts,
+            runs=self.runs,
+            jobs=len(self.jobs),
         )
-        for (group, device), total in sorted(seconds.items())
-    ]
-    return UsagePublic(start=start, end=end, group_by=group_by, data=rows)
 
 
 def as_csv(usage: UsagePublic) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(
-        [usage.group_by, "device", "device_seconds", "device_hours", "attempts", "jobs"]
-    )
+    columns = ["device_seconds", "device_hours", "held_seconds", "attempts", "runs", "jobs"]
+    writer.writerow([usage.group_by, "device", *columns])
     for row in usage.data:
-        writer.writerow(
-            [row.group, row.device, row.device_seconds, row.device_hours, row.attempts, row.jobs]
-        )
+        writer.writerow([row.group, row.device, *(getattr(row, name) for name in columns)])
     return out.getvalue()

@@ -1,9 +1,16 @@
 """`job_attempts`: one row per run of a job (each claim, including one later handed back
 on a graceful stop), from its claim to its end.
 
-`seconds` is kept up to date while the attempt runs (each lease renewal moves `last_seen_at`
-and the seconds with it), so a sum over the table is a number that only grows, and an
-attempt whose worker was killed ends at its last renewal, not when its loss was noticed.
+`seconds` is kept up to date while the run goes on (each lease renewal moves `last_seen_at`
+and the seconds with it), so a sum over the table is a number that only grows, and a run
+whose worker was killed ends at its last renewal, not when its loss was noticed (the
+reaper finds it by its expired lease; the time between is not charged).
+
+One meaning of "attempts" everywhere (the job's `attempts`, `max_attempts`, the usage
+report): the runs that counted against `max_attempts`. A run handed back (a graceful stop, a
+preemption, an object-store outage) gives its attempt back (`given_back`): it is still a
+run here, and its device time is still charged. A run's charge is its `seconds` times the
+`device_share` it held: 1/K on a worker with K slots on one device.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Uuid
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from archsearch.jobs.domain.base import Base, Timestamp
@@ -36,7 +43,11 @@ class JobAttempt(Base):
     started_at: Mapped[datetime] = mapped_column(Timestamp)
     last_seen_at: Mapped[datetime] = mapped_column(Timestamp)
     ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)  # held, claim to end
+    # The share of the device the run held (1/slots of its worker): what `seconds` is charged.
+    device_share: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
+    # Handed back without costing an attempt: a run, but not one of the job's `attempts`.
+    given_back: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (
         Index("ix_job_attempts_started_at", "started_at"),

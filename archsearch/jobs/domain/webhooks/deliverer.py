@@ -1,6 +1,8 @@
 """Sending the outbox: claim due deliveries, POST each signed, record what happened.
 
-Every API and worker process runs `deliver_forever` in a thread; claims are leased rows
+Every API process runs `deliver_forever` in a thread, and so does the one worker that holds
+the sweeps' turn (`jobs/sweeper.py`): the other workers' senders stay idle, so the fleet
+looks at the outbox once a poll interval whatever its size. Claims are leased rows
 (`repository.claim_due`), so processes share the work without sending one delivery twice
 at once, and a process killed mid-request leaves its claim to expire and be retried with
 the same delivery id. Only the first pending delivery of a subject (a job, a model) is due,
@@ -24,12 +26,16 @@ from archsearch.jobs.domain.webhooks import repository
 from archsearch.jobs.domain.webhooks.tables import Webhook, WebhookDelivery, WebhookEvent
 from archsearch.jobs.platform import outbound
 from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.secret_keys import SecretKeyProblem, secret_box
 from archsearch.jobs.platform.settings import Settings
 
 log = logging.getLogger(__name__)
 # Claimed at once by one sender; small, so a killed sender's claims come back soon (its
 # lease covers BATCH requests that all time out).
 BATCH = 5
+# A delivery that this process's keys cannot sign waits this long before it is looked at
+# again: the fix (setting the right keys) takes an operator and a restart, not seconds.
+KEY_PROBLEM_RETRY_SECONDS = 60
 
 
 def body_for(webhook: Webhook, delivery: WebhookDelivery, event: WebhookEvent, limit: int) -> bytes:
@@ -57,15 +63,33 @@ def slack_text(event: WebhookEvent) -> str:
     return f"archsearch: {event.name}"
 
 
-def headers_for(
-    webhook: Webhook, delivery: WebhookDelivery, event: str, body: bytes
-) -> dict[str, str]:
+def headers_for(delivery: WebhookDelivery, event: str, body: bytes, secret: str) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         "X-Archsearch-Event": event,
         "X-Archsearch-Delivery": str(delivery.id),
-        "X-Archsearch-Signature": outbound.signature(webhook.secret, body),
+        "X-Archsearch-Signature": outbound.signature(secret, body),
     }
+
+
+def signing_secret(webhook: Webhook, settings: Settings) -> str:
+    """The webhook's secret in clear, for this one signature: opened from its sealed column,
+    or a clear one kept from before secrets were sealed (migration 0026). Raises
+    `SecretKeyProblem` when this process's keys cannot open it."""
+    if webhook.secret_encrypted is not None:
+        return secret_box(settings).open(webhook.secret_encrypted, f"webhook {webhook.id}'s secret")
+    assert webhook.secret is not None, f"webhook {webhook.id} has no secret"
+    return webhook.secret
+
+
+def hold(sessions: sessionmaker[Session], delivery_id: uuid.UUID, problem: Exception) -> None:
+    """A delivery this process cannot sign stays pending, no attempt spent, and is looked at
+    again later (by a process with the right keys, or this one once they are fixed); the
+    operator reads why in the log and in the delivery's `last_error`."""
+    log.error("webhook delivery %s held: %s", delivery_id, problem)
+    until = utcnow() + timedelta(seconds=KEY_PROBLEM_RETRY_SECONDS)
+    with transaction(sessions) as session:
+        repository.hold_delivery(session, delivery_id, f"held, not sent: {problem}", until)
 
 
 def next_try(settings: Settings, created_at: datetime, attempts: int) -> datetime | None:
@@ -88,8 +112,14 @@ def deliver_one(
         if parts is None:
             return None  # its webhook was deleted meanwhile
         delivery, webhook, event = parts
+        try:
+            secret = signing_secret(webhook, settings)
+        except SecretKeyProblem as problem:
+            session.close()
+            hold(sessions, delivery_id, problem)
+            return None
         body = body_for(webhook, delivery, event, settings.webhook_max_body_bytes)
-        headers = headers_for(webhook, delivery, event.name, body)
+        headers = headers_for(delivery, event.name, body, secret)
         url, attempts, created = webhook.url, delivery.attempts, delivery.created_at
     outcome = outbound.post(client, url, body, headers, outbound.TargetPolicy.of(settings))
     retry_at = None if outcome.ok else next_try(settings, created, attempts + 1)
@@ -114,11 +144,24 @@ class Deliverer:
     """The sending thread's handle: `nudge()` when a delivery may be due (the API's job feed
     does, on every job change, so a job's event goes out at once), `stop()` at shutdown.
     Without nudges it still looks every `webhook_poll_seconds` (workers have no feed, and
-    some events, a model's, change no job)."""
+    some events, a model's, change no job). An inactive sender sleeps without a query."""
 
-    def __init__(self) -> None:
+    def __init__(self, active: bool = True) -> None:
         self._stopped = threading.Event()
         self._nudged = threading.Event()
+        self._active = threading.Event()
+        self.set_active(active)
+
+    def set_active(self, active: bool) -> None:
+        """A worker's sender sends only while its worker holds the sweeps' turn."""
+        if active:
+            self._active.set()
+        else:
+            self._active.clear()
+
+    @property
+    def active(self) -> bool:
+        return self._active.is_set()
 
     def nudge(self) -> None:
         self._nudged.set()
@@ -141,6 +184,8 @@ class Deliverer:
 def deliver_forever(sessions: sessionmaker[Session], settings: Settings, handle: Deliverer) -> None:
     with outbound.new_client(settings) as client:
         while handle.wait(settings.webhook_poll_seconds):
+            if not handle.active:
+                continue
             try:
                 while deliver_due(sessions, settings, client) and not handle.stopped:
                     pass  # drain what is due before sleeping again
@@ -148,9 +193,12 @@ def deliver_forever(sessions: sessionmaker[Session], settings: Settings, handle:
                 log.exception("webhook delivery pass failed")
 
 
-def start_deliverer(sessions: sessionmaker[Session], settings: Settings) -> Deliverer:
-    """Run `deliver_forever` in a daemon thread; its handle nudges and stops it."""
-    handle = Deliverer()
+def start_deliverer(
+    sessions: sessionmaker[Session], settings: Settings, active: bool = True
+) -> Deliverer:
+    """Run `deliver_forever` in a daemon thread; its handle nudges, (de)activates and stops
+    it."""
+    handle = Deliverer(active)
     thread = threading.Thread(
         target=deliver_forever,
         args=(sessions, settings, handle),

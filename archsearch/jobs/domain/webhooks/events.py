@@ -21,6 +21,7 @@ JOB_OUTCOMES = {
     JobStatus.succeeded: "job.succeeded",
     JobStatus.failed: "job.failed",
     JobStatus.cancelled: "job.cancelled",
+    JobStatus.pruned: "job.pruned",
 }
 JOB_WARNING = "job.warning"
 # A running job handed back to the queue on a graceful worker stop (`jobs/handback.py`).

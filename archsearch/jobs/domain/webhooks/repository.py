@@ -37,10 +37,30 @@ def list_webhooks(session: Session, team_id: uuid.UUID | None) -> list[Webhook]:
     return list(session.scalars(query.order_by(Webhook.created_at)))
 
 
+def every_webhook(session: Session) -> list[Webhook]:
+    """Every team's webhooks: what an admin lists."""
+    query = select(Webhook).where(Webhook.active)
+    return list(session.scalars(query.order_by(Webhook.created_at)))
+
+
+def webhooks_to_reseal(session: Session) -> list[Webhook]:
+    """Every stored webhook, locked: a secret re-sealed here is not overwritten meanwhile."""
+    query = select(Webhook).order_by(Webhook.created_at).with_for_update()
+    return list(session.scalars(query))
+
+
 def get_webhook(session: Session, team_id: uuid.UUID | None, webhook_id: uuid.UUID) -> Webhook:
     """The team's webhook; another team's answers as missing."""
+    webhook = any_webhook(session, webhook_id)
+    if webhook.team_key != team_key(team_id):
+        raise NotFound(f"no webhook {webhook_id}")
+    return webhook
+
+
+def any_webhook(session: Session, webhook_id: uuid.UUID) -> Webhook:
+    """A webhook of any team (what an admin may read)."""
     webhook = session.get(Webhook, webhook_id)
-    if webhook is None or webhook.team_key != team_key(team_id) or not webhook.active:
+    if webhook is None or not webhook.active:
         raise NotFound(f"no webhook {webhook_id}")
     return webhook
 
@@ -149,6 +169,18 @@ def record_attempt(
         delivery.status = FAILED
     else:
         delivery.next_attempt_at = retry_at
+    session.flush()
+    return delivery
+
+
+def hold_delivery(
+    session: Session, delivery_id: uuid.UUID, reason: str, until: datetime
+) -> WebhookDelivery | None:
+    """Keep a pending delivery for later without counting an attempt (it was never sent)."""
+    delivery = session.get(WebhookDelivery, delivery_id, with_for_update=True)
+    if delivery is None or delivery.status != PENDING:
+        return delivery
+    delivery.last_error, delivery.next_attempt_at = reason, until
     session.flush()
     return delivery
 

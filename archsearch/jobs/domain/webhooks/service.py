@@ -1,10 +1,12 @@
-"""Webhook use cases: subscribe (with the target checked), list, delete, send a test ping,
-and read a webhook's delivery log. Each change commits once."""
+"""Webhook use cases: subscribe (with the target checked and the secret sealed), list,
+delete, send a test ping, read a webhook's delivery log (a team's own; an admin's, every
+team's), and re-seal every secret under the newest key. Each change commits once."""
 
 from __future__ import annotations
 
 import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -15,27 +17,34 @@ from archsearch.jobs.domain.webhooks import deliverer, events, repository
 from archsearch.jobs.domain.webhooks.tables import Webhook
 from archsearch.jobs.platform import outbound
 from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.secret_keys import SecretBox, secret_box
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.webhooks import (
     AttemptPublic,
     DeliveryPublic,
     WebhookCreate,
     WebhookCreated,
+    WebhookPublic,
 )
 
 
 def create_webhook(
     session: Session, settings: Settings, principal: Principal, request: WebhookCreate
 ) -> WebhookCreated:
+    """Subscribe; the secret is stored sealed and this answer is the one place it is shown.
+    Without a key (team mode, `ARCHSEARCH_SECRET_KEYS` unset) nothing is stored: 503."""
     principal.require("submit")
     outbound.check_target(request.url, outbound.TargetPolicy.of(settings))
+    box = secret_box(settings)
+    secret = request.secret or secrets.token_hex(32)
     webhook = Webhook(
         id=uuid.uuid4(),
         team_key=repository.team_key(principal.team_id),
         team_id=principal.team_id,
         url=request.url,
         events=list(dict.fromkeys(request.events)),
-        secret=request.secret or secrets.token_hex(32),
+        secret=None,
+        secret_encrypted=box.seal(secret),
         body_format=request.format,
         active=True,
         created_by=principal.name,
@@ -43,14 +52,28 @@ def create_webhook(
     )
     repository.add_webhook(session, webhook)
     session.commit()
-    return WebhookCreated.model_validate(webhook)
+    shown = WebhookPublic.model_validate(webhook).model_dump()
+    return WebhookCreated.model_validate({**shown, "secret": secret})
+
+
+def visible_webhook(session: Session, principal: Principal, webhook_id: uuid.UUID) -> Webhook:
+    """The caller's team's webhook, or for an admin any team's (as jobs are); another
+    team's answers 404, like a missing one."""
+    if principal.is_admin:
+        return repository.any_webhook(session, webhook_id)
+    return repository.get_webhook(session, principal.team_id, webhook_id)
+
+
+def visible_webhooks(session: Session, principal: Principal) -> list[Webhook]:
+    """The caller's team's webhooks; an admin's list holds every team's."""
+    if principal.is_admin:
+        return repository.every_webhook(session)
+    return repository.list_webhooks(session, principal.team_id)
 
 
 def delete_webhook(session: Session, principal: Principal, webhook_id: uuid.UUID) -> None:
     principal.require("submit")
-    repository.delete_webhook(
-        session, repository.get_webhook(session, principal.team_id, webhook_id)
-    )
+    repository.delete_webhook(session, visible_webhook(session, principal, webhook_id))
     session.commit()
 
 
@@ -61,7 +84,7 @@ def send_test(
     any delivery if the receiver is not answering)."""
     principal.require("submit")
     with transaction(sessions) as session:
-        webhook = repository.get_webhook(session, principal.team_id, webhook_id)
+        webhook = visible_webhook(session, principal, webhook_id)
         payload = {
             "event": events.PING,
             "occurred_at": utcnow().isoformat(),
@@ -88,7 +111,7 @@ def list_deliveries(
     delivery_id: uuid.UUID | None = None,
 ) -> list[DeliveryPublic]:
     """Newest first, each with its attempts (status code or error of every try)."""
-    repository.get_webhook(session, principal.team_id, webhook_id)
+    visible_webhook(session, principal, webhook_id)
     found = repository.deliveries_of(session, webhook_id, limit, delivery_id)
     attempts = repository.attempts_of(session, [d.id for d, _ in found])
     return [
@@ -107,3 +130,29 @@ def list_deliveries(
         )
         for d, e in found
     ]
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What `reseal_secrets` did: secrets re-sealed under the newest key, and clear ones
+    (kept from before migration 0026) sealed for the first time."""
+
+    resealed: int
+    sealed_from_clear: int
+
+
+def reseal_secrets(session: Session, box: SecretBox) -> Resealed:
+    """Seal every webhook's signing secret under `box`'s newest key, emptying clear ones.
+    All or nothing: a secret no key opens raises `WrongSecretKey` (naming the webhook) and
+    the caller's transaction rolls back, so nothing is left half rotated."""
+    resealed = from_clear = 0
+    for webhook in repository.webhooks_to_reseal(session):
+        if webhook.secret_encrypted is not None:
+            what = f"webhook {webhook.id}'s secret"
+            webhook.secret_encrypted = box.reseal(webhook.secret_encrypted, what)
+            resealed += 1
+        elif webhook.secret is not None:
+            webhook.secret_encrypted, webhook.secret = box.seal(webhook.secret), None
+            from_clear += 1
+    session.flush()
+    return Resealed(resealed, from_clear)

@@ -28,8 +28,11 @@ class Webhook(Base):
     team_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
     url: Mapped[str] = mapped_column(Text)
     events: Mapped[list[str]] = mapped_column(JSON)
-    # Kept in clear: every delivery is signed with it (HMAC), so it cannot be a hash.
-    secret: Mapped[str] = mapped_column(String(200))
+    # Every delivery is signed with the secret (HMAC), so it cannot be a hash: it is kept
+    # sealed under the server's keys (`jobs/platform/secret_keys.py`). `secret` is the clear
+    # column of rows made before 0026, emptied by `archsearch admin rotate-webhook-secrets`.
+    secret: Mapped[str | None] = mapped_column(String(200))
+    secret_encrypted: Mapped[str | None] = mapped_column(Text)
     body_format: Mapped[str] = mapped_column(String(16), default="json")  # json | slack
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_by: Mapped[str] = mapped_column(String(200))

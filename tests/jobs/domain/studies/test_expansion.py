@@ -155,3 +155,41 @@ def test_a_unit_granularity_arm_expands_and_a_family_without_units_is_named() ->
 def test_contradictory_requests_are_refused(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         study(**fields)
+
+
+def lr(value: float) -> dict[str, object]:
+    return {"training": {"optimizer": {"lr": value}}}
+
+
+def test_a_knob_swept_for_one_arm_is_swept_for_the_baseline_too() -> None:
+    request = study(
+        base={"method": "prune", "training": {"epochs": 2}},
+        arms=[
+            {"label": "free-lr1e-3", "spec": {"weights": "free", **lr(1e-3)}},
+            {"label": "free-lr1e-2", "spec": {"weights": "free", **lr(1e-2)}},
+            {"label": "real", "spec": {"weights": "learned"}},
+            {"label": "pinned", "spec": {"method": "train", **lr(3e-3)}},
+        ],
+        seeds=[0, 1],
+    )
+    assert expansion.tuned_knobs(request.arms) == {"training.optimizer.lr": [1e-3, 1e-2, 3e-3]}
+    jobs = list(expansion.expand(request, request.arms))
+    assert len(jobs) == (2 + 3 + 1) * 2 == expansion.planned_count(request, request.arms)
+    lrs = {job.arm: job.spec.training.optimizer.lr for job in jobs}
+    real = {label: lr for label, lr in lrs.items() if label.startswith("real")}
+    assert real == {"real,lr=0.001": 1e-3, "real,lr=0.01": 1e-2, "real,lr=0.003": 3e-3}
+    assert lrs["pinned"] == 3e-3 and lrs["free-lr1e-2"] == 1e-2  # set by the arm: kept
+    assert {job.spec.training.epochs for job in jobs} == {2}
+
+
+def test_comparison_axes_and_seeds_are_not_tuning_knobs() -> None:
+    arms = [
+        StudyArm(label="d1", spec={"method": "prune", "density": 0.1, "training": {"seed": 1}}),
+        StudyArm(label="d5", spec={"method": "prune", "density": 0.5, "training": {"seed": 2}}),
+        StudyArm(label="train", spec={"method": "train"}),
+    ]
+    assert expansion.tuned_knobs(arms) == {}
+    assert [arm.label for arm in expansion.equally_tuned(arms)] == ["d1", "d5", "train"]
+    assert expansion.equally_tuned(preset.best_small_model(64, 10)) == preset.best_small_model(
+        64, 10
+    )
