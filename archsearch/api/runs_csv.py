@@ -71,26 +71,46 @@ def _line(cells: Sequence[Any]) -> str:
     return out.getvalue()
 
 
+Page = tuple[list[JobPublic], str | None]  # the jobs, and the cursor after them
+
+
+async def fetch_page(
+    services: Services, filters: JobFilters, sort: str, after: str | None, size: int
+) -> Page:
+    """One page of the walk, in a fresh session: a slow reader holds no connection between
+    pages."""
+
+    def page(session: Session) -> Page:
+        jobs, next_cursor = listing.list_jobs(session, filters, sort=sort, limit=size, cursor=after)
+        return jobs_with_owner_names(session, jobs), next_cursor
+
+    async with read_session(services) as session:
+        return await session.run_sync(page)
+
+
 async def csv_lines(
-    services: Services, filters: JobFilters, sort: str, keys: Sequence[FieldKey], limit: int
+    services: Services,
+    filters: JobFilters,
+    sort: str,
+    keys: Sequence[FieldKey],
+    limit: int,
+    first: Page,
 ) -> AsyncIterator[str]:
-    """The header, then one line a job, `limit` jobs at most (a fresh session a page, so
-    a slow reader holds no connection between pages)."""
+    """The header, then one line a job, `limit` jobs at most. The first page is read before
+    the answer starts (`first_page_size`), so an outage of the database is a 503, not a
+    200 cut short."""
     yield _line([*BASE_COLUMNS, *(key.name for key in keys)])
-    cursor: str | None = None
+    jobs, cursor = first
     written = 0
-    while written < limit:
-        size = min(_PAGE, limit - written)
-
-        def page(session: Session, after: str | None = cursor, n: int = size) -> Any:
-            jobs, next_cursor = listing.list_jobs(
-                session, filters, sort=sort, limit=n, cursor=after
-            )
-            return jobs_with_owner_names(session, jobs), next_cursor
-
-        async with read_session(services) as session:
-            jobs, cursor = await session.run_sync(page)
+    while True:
         yield "".join(_line(_row(job, keys)) for job in jobs)
         written += len(jobs)
-        if cursor is None:
+        if cursor is None or written >= limit:
             return
+        jobs, cursor = await fetch_page(
+            services, filters, sort, cursor, min(_PAGE, limit - written)
+        )
+
+
+def first_page_size(limit: int) -> int:
+    return min(_PAGE, limit)

@@ -61,6 +61,9 @@ def test_an_admin_sees_every_teams_models(
         f"{api_url}/v1/models/{betas}/versions/1/artifacts/model.safetensors", headers=admin
     )
     assert file.status_code == 200 and file.content == weights
+    archive = {"archived": True}
+    change = httpx.patch(f"{api_url}/v1/models/{betas}/versions/1", json=archive, headers=admin)
+    assert change.status_code == 403 and "own team" in change.json()["detail"], change.text
 
     ambiguous = httpx.get(f"{api_url}/v1/models/{shared}", headers=admin)
     assert ambiguous.status_code == 409, ambiguous.text

@@ -114,6 +114,7 @@ def _arguments(method: str, template: str, job_id: str) -> dict[str, Any]:
     bodies: dict[tuple[str, str], Any] = {
         ("POST", "/v1/models/{name}/versions"): {"job_id": job_id},
         ("PUT", "/v1/models/{name}/aliases/{alias}"): {"version": 1},
+        ("PATCH", "/v1/models/{name}/versions/{version}"): {"archived": True},
         ("POST", "/v1/webhooks"): {"url": "http://127.0.0.1:9/", "events": ["job.failed"]},
     }
     if (method, template) in bodies:

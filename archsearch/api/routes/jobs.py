@@ -29,7 +29,13 @@ from archsearch.api.errors import BODY_ERROR_RESPONSES
 from archsearch.api.live.answers import Answer
 from archsearch.api.params import JobFiltersQuery, JobId, parse_job_id
 from archsearch.api.presenters import job_with_queue_state, jobs_with_owner_names
-from archsearch.api.runs_csv import MAX_ROWS, CsvResponse, csv_lines
+from archsearch.api.runs_csv import (
+    MAX_ROWS,
+    CsvResponse,
+    csv_lines,
+    fetch_page,
+    first_page_size,
+)
 from archsearch.api.state import AppState
 from archsearch.api.v1_checks import checked_caller
 from archsearch.jobs.domain.jobs import columns, listing, repository, service
@@ -143,7 +149,8 @@ async def list_jobs_csv(
     scoped = _listing_filters(filters, where, principal.team_filter)
     keys = columns.parse_keys(col)
     listing.parse_sort(sort)  # a bad sort answers 422 before the stream starts
-    lines = csv_lines(services, scoped, sort, keys, limit)
+    first = await fetch_page(services, scoped, sort, None, first_page_size(limit))
+    lines = csv_lines(services, scoped, sort, keys, limit, first)
     headers = {"Content-Disposition": 'attachment; filename="runs.csv"'}
     return CsvResponse(lines, headers=headers)
 

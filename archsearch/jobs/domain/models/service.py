@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from archsearch.core.errors import UserError
 from archsearch.jobs.domain.accounts.service import Principal
-from archsearch.jobs.domain.errors import AmbiguousId, InvalidTransition, NotFound
+from archsearch.jobs.domain.errors import AmbiguousId, Forbidden, InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.models import repository
 from archsearch.jobs.domain.models.tables import (
@@ -166,7 +166,7 @@ def set_alias(
     """Point `alias` at an existing `version`; returns the model and the version before."""
     principal.require("submit")
     check_alias(alias)
-    model = repository.get_model(session, principal.team_id, name, for_update=True)
+    model = _changeable_model(session, principal, name)
     if repository.get_version(session, model, version).archived_at is not None:
         raise InvalidTransition(
             f"version {version} of model {name!r} is archived; restore it before an alias "
@@ -182,7 +182,7 @@ def remove_alias(
     session: Session, principal: Principal, name: str, alias: str
 ) -> tuple[RegisteredModel, int]:
     principal.require("submit")
-    model = repository.get_model(session, principal.team_id, name, for_update=True)
+    model = _changeable_model(session, principal, name)
     before = repository.remove_alias(session, model, alias, principal.name)
     _alias_changed(session, principal, name, alias, before, None)
     session.commit()
@@ -213,7 +213,7 @@ def archive(
     """Archive a version (refused while an alias points at it: move the alias first) or
     restore it. Nothing is deleted: its files stay downloadable by number."""
     principal.require("submit")
-    model = repository.get_model(session, principal.team_id, name, for_update=True)
+    model = _changeable_model(session, principal, name)
     version = repository.get_version(session, model, number)
     pointing = [a.alias for a in repository.aliases_of(session, model.id) if a.version == number]
     if archived and pointing:
@@ -252,6 +252,18 @@ def list_models(session: Session, principal: Principal) -> list[ModelPublic]:
     if principal.is_admin:
         return [_public(session, m) for m in repository.every_model(session)]
     return [_public(session, m) for m in repository.list_models(session, principal.team_id)]
+
+
+def _changeable_model(session: Session, principal: Principal, name: str) -> RegisteredModel:
+    """The caller's team's model `name`, locked for a change. An admin reads every team's
+    models but changes only its own team's: told so, rather than a bare "no model"."""
+    own = repository.find_model(session, principal.team_id, name)
+    if own is None and principal.is_admin and repository.models_named(session, name):
+        raise Forbidden(
+            f"model {name!r} belongs to another team: an admin reads every team's models, "
+            "but promotes, aliases and archives only in its own team"
+        )
+    return repository.get_model(session, principal.team_id, name, for_update=True)
 
 
 def readable_model(session: Session, principal: Principal, name: str) -> RegisteredModel:
