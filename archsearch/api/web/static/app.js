@@ -54,6 +54,15 @@ window.AS = (() => {
   }
 
   // el("td", {class: "num", text: "3"}, child, ...): attributes, then children.
+  // An SVG element appended to `parent`: the scatter plots draw with it.
+  function svgNode(parent, tag, attrs, text) {
+    const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    if (text !== undefined) n.textContent = text;
+    parent.append(n);
+    return n;
+  }
+
   function el(tag, attrs = {}, ...children) {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs)) {
@@ -168,5 +177,5 @@ window.AS = (() => {
     return new uPlot(options, data, container);
   }
 
-  return { api, ApiError, el, showError, num, bytes, when, badge, datasetOf, shortId, follow, every, lineChart, csrf, vocabulary, ended, studyEnded, priorityName };
+  return { api, ApiError, el, svgNode, showError, num, bytes, when, badge, datasetOf, shortId, follow, every, lineChart, csrf, vocabulary, ended, studyEnded, priorityName };
 })();

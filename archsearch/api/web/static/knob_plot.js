@@ -3,17 +3,9 @@
 // points are few, and a text knob (an optimizer's name) gets one column a value.
 "use strict";
 (() => {
-  const { el, num, shortId } = AS;
+  const { el, num, shortId, svgNode: node } = AS;
   const NS = "http://www.w3.org/2000/svg";
   const W = 520, H = 300, L = 60, R = 14, T = 16, B = 42;
-
-  function node(parent, tag, attrs, text) {
-    const n = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-    if (text !== undefined) n.textContent = text;
-    parent.append(n);
-    return n;
-  }
 
   function valueAt(job, key) {
     const [source, ...path] = key.split(".");

@@ -3,17 +3,9 @@
 // points are few and the error bars are what matters.
 "use strict";
 (() => {
-  const { el, num } = AS;
+  const { el, num, svgNode: node } = AS;
   const NS = "http://www.w3.org/2000/svg";
   const W = 560, H = 320, L = 56, R = 14, T = 26, B = 40;
-
-  function node(parent, tag, attrs, text) {
-    const n = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-    if (text !== undefined) n.textContent = text;
-    parent.append(n);
-    return n;
-  }
 
   // Ranges that hold every error bar: x in log10 (a bar reaching 0 stops at half the mean).
   function bounds(points) {

@@ -257,13 +257,15 @@ def list_models(session: Session, principal: Principal) -> list[ModelPublic]:
 def _changeable_model(session: Session, principal: Principal, name: str) -> RegisteredModel:
     """The caller's team's model `name`, locked for a change. An admin reads every team's
     models but changes only its own team's: told so, rather than a bare "no model"."""
-    own = repository.find_model(session, principal.team_id, name)
-    if own is None and principal.is_admin and repository.models_named(session, name):
+    own = repository.find_model(session, principal.team_id, name, for_update=True)
+    if own is not None:
+        return own
+    if principal.is_admin and repository.models_named(session, name):
         raise Forbidden(
             f"model {name!r} belongs to another team: an admin reads every team's models, "
             "but promotes, aliases and archives only in its own team"
         )
-    return repository.get_model(session, principal.team_id, name, for_update=True)
+    return repository.get_model(session, principal.team_id, name)  # raises NotFound
 
 
 def readable_model(session: Session, principal: Principal, name: str) -> RegisteredModel:

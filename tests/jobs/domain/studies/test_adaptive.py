@@ -4,11 +4,9 @@ and ends the study after `n_trials`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 from sqlalchemy.orm import Session
 
@@ -17,8 +15,6 @@ from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import adaptive, service
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.studies.tables import Study
-from archsearch.jobs.platform.db import make_engine, make_session_factory
-from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.studies import StudyCreate
@@ -33,21 +29,6 @@ REQUEST = {
     "parallel": 2,
     "seeds": [3],
 }
-
-
-@pytest.fixture()
-def settings(tmp_path: Path) -> Settings:
-    settings = Settings(home=tmp_path)
-    upgrade(settings.resolved_database_url)
-    return settings
-
-
-@pytest.fixture()
-def session(settings: Settings) -> Iterator[Session]:
-    engine = make_engine(settings.resolved_database_url)
-    with make_session_factory(engine)() as session:
-        yield session
-    engine.dispose()
 
 
 def new_study(session: Session) -> Study:

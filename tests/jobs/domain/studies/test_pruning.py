@@ -6,11 +6,8 @@ PRUNED, not failed."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 from sqlalchemy.orm import Session
 
@@ -19,8 +16,6 @@ from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.studies import pruning, service
 from archsearch.jobs.domain.studies import repository as studies_repository
 from archsearch.jobs.domain.tables import Job
-from archsearch.jobs.platform.db import make_engine, make_session_factory
-from archsearch.jobs.platform.migrate import upgrade
 from archsearch.jobs.platform.settings import Settings
 from archsearch.schemas.jobs import JobStatus
 from archsearch.schemas.studies import StudyCreate
@@ -28,21 +23,6 @@ from tests.jobs.domain.studies.test_adaptive import REQUEST, optuna_trials
 
 MEDIAN = {"pruner": {"name": "median", "startup_trials": 2, "warmup_epochs": 1}}
 ASHA = {"pruner": {"name": "asha", "min_epochs": 1, "reduction_factor": 2}}
-
-
-@pytest.fixture()
-def settings(tmp_path: Path) -> Settings:
-    settings = Settings(home=tmp_path)
-    upgrade(settings.resolved_database_url)
-    return settings
-
-
-@pytest.fixture()
-def session(settings: Settings) -> Iterator[Session]:
-    engine = make_engine(settings.resolved_database_url)
-    with make_session_factory(engine)() as session:
-        yield session
-    engine.dispose()
 
 
 def run_trial(
