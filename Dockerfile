@@ -2,7 +2,8 @@
 # - `api`: the API, the migration step and the bootstrap step. No torch nor CUDA libraries:
 #   the API never imports them (an import-linter contract and tests/test_packaging.py).
 # - `worker`: the workers, with the engine. On Linux `pip install torch` takes PyPI's CUDA
-#   build, which the worker uses on a GPU host (and which runs on the CPU elsewhere).
+#   build, which the worker uses on a GPU host (and which runs on the CPU elsewhere), and the
+#   `gpu` extra (nvidia-ml-py, pure Python) for the utilisation figure of each job on a GPU.
 # Both install through deploy/constraints.txt, which pins every package they get.
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -26,7 +27,7 @@ ENTRYPOINT ["archsearch"]
 
 FROM base AS worker
 RUN pip install -c constraints.txt torch \
-    && pip install -c constraints.txt ".[server]" \
+    && pip install -c constraints.txt ".[server,gpu]" \
     && useradd --system --uid 10001 --create-home --home-dir /home/archsearch archsearch \
     && mkdir -p /var/lib/archsearch/artifacts /data/datasets \
     && chown -R archsearch:archsearch /var/lib/archsearch /data/datasets

@@ -315,7 +315,7 @@ def test_the_images_install_only_pinned_packages() -> None:
     )
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     wanted = extras["dependencies"] + [
-        r for extra in ("api", "server") for r in extras["optional-dependencies"][extra]
+        r for extra in ("api", "server", "gpu") for r in extras["optional-dependencies"][extra]
     ]
     for text in wanted:
         requirement = Requirement(text)

@@ -159,8 +159,10 @@ def check_stop(ctx: RunContext) -> None:
 
 
 def check_prune(ctx: RunContext, epoch: int, row: dict[str, float]) -> None:
-    """At an epoch boundary, after its checkpoint: stop here if a study's pruner says so."""
-    if ctx.should_prune(epoch, row["test_accuracy"]):
+    """At an epoch boundary, after its checkpoint: stop here if a study's pruner says so.
+    The pruner reads the validation accuracy (`data.loaders.hold_out_validation`); a run
+    without a validation split is never asked, so no trial is stopped on its test split."""
+    if "val_accuracy" in row and ctx.should_prune(epoch, row["val_accuracy"]):
         raise TrialPruned(epoch, {k: v for k, v in row.items() if k != "epoch"})
 
 
@@ -284,8 +286,8 @@ def _epoch_row(
     epoch: int,
     train_loss: float,
 ) -> tuple[dict[str, float], torch.Tensor]:
-    """The history row of a finished epoch (its test pass, the hook's own values) and the
-    predicted-class counts of that test pass."""
+    """The history row of a finished epoch (its test pass, its validation pass when the data
+    holds one, the hook's own values) and the predicted-class counts of that test pass."""
     test_loss, test_acc, counts = evaluate_predictions(model, data.x_test, data.y_test, device)
     row = {
         "epoch": float(epoch + 1),
@@ -294,6 +296,8 @@ def _epoch_row(
         "test_accuracy": test_acc,
         "lr": optimizer.param_groups[0]["lr"],
     }
+    if data.x_val is not None and data.y_val is not None:
+        row["val_loss"], row["val_accuracy"] = evaluate(model, data.x_val, data.y_val, device)
     row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
     return row, counts
 

@@ -60,8 +60,8 @@ class UsagePeriod(BaseModel):
 
 
 class JobRunUsage(BaseModel):
-    """One run (claim) of a job: its device time and, for the run that recorded the job's
-    outcome, what it used of its device (null for the others: only that run's are kept)."""
+    """One run (claim) of a job: its device time and what it used of its device (null for a
+    run killed with its process, which could not report)."""
 
     attempt: int
     device: str  # cpu | cuda
@@ -72,6 +72,7 @@ class JobRunUsage(BaseModel):
     device_share: float
     device_seconds: float  # held_seconds times device_share: what the run is charged
     given_back: bool
+    device_name: str | None = None
     peak_memory_mb: float | None = None
     utilization: float | None = None  # GPU: mean busy fraction; CPU: cores busy on average
 

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from archsearch.client import ArchsearchClient
@@ -153,6 +154,18 @@ def interrupt_once(
     return job_id, Run(doomed.popen.pid, epochs, grace, "", 0)
 
 
+def assert_each_run_kept_its_figures(api_url: str, token: str, job_id: str) -> None:
+    """The handed-back run and the one that finished each report what they used."""
+    headers = {"Authorization": f"Bearer {token}"}
+    answer = httpx.get(f"{api_url}/v1/usage/jobs/{job_id}", headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    runs = answer.json()["runs"]
+    assert [run["given_back"] for run in runs] == [True, False], runs
+    for run in runs:
+        assert run["device_name"] and run["peak_memory_mb"] > 0, run
+        assert run["utilization"] is not None, run
+
+
 def test_sigterm_hands_jobs_back_without_spending_an_attempt(
     api_url: str,
     worker: procs.Proc,
@@ -179,6 +192,7 @@ def test_sigterm_hands_jobs_back_without_spending_an_attempt(
                 assert "worker stopping (SIGTERM)" in preempted[0]
                 assert not [r for _, r in events if "lease expired" in r]
                 run.preempted_reason, run.attempts = preempted[0], final.attempts
+                assert_each_run_kept_its_figures(api_url, token, job_id)
                 runs.append(run)
                 finals.append(final)
             reference = client.wait(reference_id, timeout=240)

@@ -48,6 +48,6 @@ async def read_usage(
 async def read_job_usage(
     job_id: JobId, session: ReadSessionDep, principal: CurrentUser
 ) -> JobUsagePublic:
-    """A job's runs: each one's device time and share, and the device figures (peak memory,
-    utilisation) of the run that recorded the job's outcome."""
+    """A job's runs: each one's device time and share, and what each used of its device
+    (device name, peak memory, utilisation; null for a run killed with its process)."""
     return await session.run_sync(run_usage.job_usage, principal, job_id)

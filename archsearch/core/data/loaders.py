@@ -22,6 +22,7 @@ from archsearch.specs.common import DatasetRef
 
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0  # fixed, so every job on `digits` sees the same test split
+VALIDATION_SPLIT_SEED = 0  # fixed, so every job holds the same validation rows apart
 # Change with `raw_inputs` or `Inputs`: cached copies of older versions are not used.
 NORMALISATION = "v2"  # v2: raw uint8 pixels, normalised per batch
 
@@ -39,9 +40,12 @@ class Dataset:
     y_train: torch.Tensor  # (N,)
     x_test: Inputs
     y_test: torch.Tensor
+    # Rows held apart from the training set (`hold_out_validation`), measured every epoch.
+    x_val: Inputs | None = None
+    y_val: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
-        for name in ("x_train", "x_test"):
+        for name in ("x_train", "x_test", "x_val"):
             value = getattr(self, name)
             if isinstance(value, torch.Tensor):
                 object.__setattr__(self, name, Inputs.from_tensor(value))
@@ -53,6 +57,24 @@ class Dataset:
     @property
     def num_classes(self) -> int:
         return self.info.num_classes
+
+
+def hold_out_validation(data: Dataset, fraction: float) -> Dataset:
+    """`data` with `fraction` of its training rows held apart as a validation split. The
+    rows are drawn with a fixed seed, so every job on the same data holds the same ones
+    apart: a study's pruner compares its trials on rows none of them trained on, and on
+    none that its reports are measured on (the test split)."""
+    n = len(data.y_train)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(VALIDATION_SPLIT_SEED))
+    held = min(n - 1, max(1, round(n * fraction)))
+    val, train = order[:held].sort().values, order[held:].sort().values
+    return replace(
+        data,
+        x_train=data.x_train.subset(train),
+        y_train=data.y_train[train],
+        x_val=data.x_train.subset(val),
+        y_val=data.y_train[val],
+    )
 
 
 def raw_inputs(pixels: np.ndarray, info: DatasetInfo) -> Inputs:

@@ -30,7 +30,7 @@ import torch
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from archsearch.core.context import Result, RunWarning
-from archsearch.core.data.loaders import Dataset
+from archsearch.core.data.loaders import Dataset, hold_out_validation
 from archsearch.core.errors import JobCancelled, TrialPruned, UserError
 from archsearch.core.export import json_bytes
 from archsearch.core.methods import get_method
@@ -49,7 +49,7 @@ from archsearch.jobs.runtime import studies
 from archsearch.jobs.runtime.context import DbRunContext, JobPreempted
 from archsearch.jobs.runtime.data import load_job_dataset
 from archsearch.jobs.runtime.device import is_out_of_memory, out_of_memory_message, pick_device
-from archsearch.jobs.runtime.figures import FiguresProbe
+from archsearch.jobs.runtime.figures import FiguresProbe, RunFigures
 from archsearch.jobs.runtime.joblog import JobLog
 from archsearch.jobs.runtime.lease import LeaseKeeper
 from archsearch.jobs.runtime.warmup import release_memory
@@ -57,6 +57,9 @@ from archsearch.schemas.jobs import JobStatus
 from archsearch.specs import JobBase, parse_job_spec
 
 log = logging.getLogger(__name__)
+
+# The share of a study trial's training rows held apart for its pruner when it has one.
+PRUNING_VALIDATION_FRACTION = 0.1
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     OperationalError,
@@ -194,8 +197,8 @@ def _run(
         ctx = DbRunContext(
             services, job_id, device, lease.lost, flush, job_stop=lease.stop, pruning=pruning
         )
-        data = load_job_dataset(services, spec)
-        return Outcome.succeeded(_run_method(spec, data, ctx))
+        data = _job_data(services, spec, pruned_by_study=pruning is not None)
+        return Outcome.succeeded(_run_method(spec, data, ctx, lease.worker))
     except JobPreempted as exc:
         return Outcome.preempted(str(exc))
     except TrialPruned as exc:
@@ -223,19 +226,38 @@ def _run(
         )
 
 
-def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext) -> Result:
+def _job_data(services: Services, spec: JobBase, *, pruned_by_study: bool) -> Dataset:
+    data = load_job_dataset(services, spec)
+    if pruned_by_study:  # its pruner reads accuracy on rows no trial trains on
+        data = hold_out_validation(data, PRUNING_VALIDATION_FRACTION)
+    return data
+
+
+def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext, worker: str) -> Result:
     ctx.save_artifact("spec.json", json_bytes(spec.model_dump(mode="json")), "application/json")
     probe = FiguresProbe(ctx.device).start()  # this run's own peak memory and utilisation
     try:
         result = get_method(spec.method)(spec, data, ctx)
     finally:
         figures = probe.finish()  # a failed run too: it stops the GPU sampling thread
+        _keep_run_figures(ctx, worker, figures)
     result.metrics.update(figures.as_metrics())
     ctx.flush()
     summary = {"method": spec.method, "final": result.metrics, "history": result.history}
     ctx.save_artifact("metrics.json", json_bytes(summary), "application/json")
     ctx.save_artifact("figures.json", json_bytes(figures.as_dict()), "application/json")
     return result
+
+
+def _keep_run_figures(ctx: DbRunContext, worker: str, figures: RunFigures) -> None:
+    """On the run's own row (the usage API's runs), however the run ended. Written here,
+    where any exception may be on its way out: a database that is away now costs this run's
+    figures only, never the run or the error it is raising."""
+    try:
+        with transaction(ctx.services.sessions) as session:
+            usage.set_run_figures(session, ctx.job_uuid, worker, figures.as_dict())
+    except TRANSIENT_ERRORS:
+        log.warning("could not keep the device figures of this run of job %s", ctx.job_id)
 
 
 def _storage_outage(

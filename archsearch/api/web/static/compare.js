@@ -3,7 +3,7 @@
 // and any knob against any metric (`knob` and `metric` kept in the URL).
 "use strict";
 (() => {
-  const { api, el, showError, num, shortId, lineChart } = AS;
+  const { api, el, svgNode, showError, num, shortId, lineChart } = AS;
   const form = document.getElementById("pick");
   const errorBox = document.getElementById("compare-error");
   const metricSelect = document.getElementById("curve-metric");
@@ -91,19 +91,10 @@
       .filter((p) => p.x > 0 && p.y != null);
     const front = new Set(paretoFront(points));
     const W = 420, H = 260, L = 48, B = 36;
-    const ns = "http://www.w3.org/2000/svg";
-    const svg = document.createElementNS(ns, "svg");
-    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    svg.setAttribute("class", "scatter");
-    svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", `accuracy against ${label}`);
-    const add = (tag, attrs, text) => {
-      const n = document.createElementNS(ns, tag);
-      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-      if (text) n.textContent = text;
-      svg.append(n);
-      return n;
-    };
+    const svg = svgNode(document.createDocumentFragment(), "svg", {
+      viewBox: `0 0 ${W} ${H}`, class: "scatter", role: "img", "aria-label": `accuracy against ${label}`,
+    });
+    const add = (tag, attrs, text) => svgNode(svg, tag, attrs, text);
     add("text", { x: W / 2, y: H - 4, "text-anchor": "middle" }, `${label} (log scale)`);
     add("text", { x: 12, y: 14 }, "accuracy");
     add("line", { x1: L, y1: H - B, x2: W - 10, y2: H - B, stroke: "#999" });
@@ -122,9 +113,7 @@
       add("polyline", { points: line, fill: "none", stroke: "#2459c8", "stroke-dasharray": "4 3" });
       for (const p of points) {
         const dot = add("circle", { cx: sx(p.x), cy: sy(p.y), r: 5, class: front.has(p) ? "front" : "other", "data-id": p.job.id });
-        const title = document.createElementNS(ns, "title");
-        title.textContent = `${shortId(p.job.id)}: ${num(p.y)} at ${num(p.x)} ${label}`;
-        dot.append(title);
+        svgNode(dot, "title", {}, `${shortId(p.job.id)}: ${num(p.y)} at ${num(p.x)} ${label}`);
       }
     }
     box.replaceChildren(el("h3", { text: `accuracy vs ${label}` }), svg);

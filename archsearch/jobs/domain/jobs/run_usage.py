@@ -1,14 +1,15 @@
 """One job's usage, run by run: `GET /v1/usage/jobs/{job_id}`.
 
-Each run's device time comes from `job_attempts`; a run's device figures
-(`jobs/runtime/figures.py`) are kept only for the run that recorded the job's outcome, in
-the job's latest metrics, so they are given on the last run of a succeeded job and null on
-the others.
+Each run's device time and device figures (`jobs/runtime/figures.py`) come from its row in
+`job_attempts`. A run killed with its process has no figures (null). Runs recorded before
+rows kept figures (migration 0029) have none either, except the last run of a succeeded
+job, whose figures are still in the job's latest metrics.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -24,7 +25,7 @@ def job_usage(session: Session, principal: Principal, job_id: uuid.UUID) -> JobU
     """A job of the caller's team (any job for an admin), else NotFound."""
     job = get_job(session, job_id, team_id=principal.team_filter)
     runs = [_run(attempt) for attempt in job_seconds(session, job_id)]
-    if runs and job.status == JobStatus.succeeded:
+    if runs and runs[-1].peak_memory_mb is None and job.status == JobStatus.succeeded:
         metrics = job.latest_metrics or {}
         runs[-1] = runs[-1].model_copy(
             update={
@@ -47,4 +48,16 @@ def _run(attempt: JobAttempt) -> JobRunUsage:
         device_share=attempt.device_share,
         device_seconds=attempt.seconds * attempt.device_share,
         given_back=attempt.given_back,
+        **_figures(attempt.figures),
     )
+
+
+def _figures(kept: dict[str, Any] | None) -> dict[str, Any]:
+    if not kept:
+        return {}
+    peak = kept.get("peak_memory_bytes")
+    return {
+        "device_name": kept.get("device_name"),
+        "peak_memory_mb": None if peak is None else peak / 2**20,
+        "utilization": kept.get("utilization"),
+    }

@@ -103,7 +103,10 @@ def settle_trial(job: Job, config: Mapping[str, Any], database_url: str) -> None
     found = find_trial(ostudy, job.id)
     if found is None or found.state != TrialState.RUNNING:
         return
-    accuracy = (job.latest_metrics or {}).get("test_accuracy")
+    # The pruners judge the validation values reported each epoch; this final value only
+    # closes the trial's record (a job's final metrics may not repeat the validation pass).
+    metrics = job.latest_metrics or {}
+    accuracy = metrics.get("val_accuracy", metrics.get("test_accuracy"))
     status = JobStatus(job.status)
     try:
         if status is JobStatus.succeeded and accuracy is not None and math.isfinite(accuracy):

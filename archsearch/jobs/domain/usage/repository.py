@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -55,6 +56,19 @@ def close_attempt(session: Session, job_id: uuid.UUID, at: datetime | None) -> N
         end = as_utc(attempt.last_seen_at) if at is None else at
         attempt.ended_at = attempt.last_seen_at = end
         attempt.seconds = max(0.0, (end - as_utc(attempt.started_at)).total_seconds())
+
+
+def set_run_figures(
+    session: Session, job_id: uuid.UUID, worker: str, figures: dict[str, Any]
+) -> None:
+    """Keep what the open run of `worker` used of its device on its row."""
+    session.execute(
+        update(JobAttempt)
+        .where(
+            JobAttempt.job_id == job_id, JobAttempt.worker == worker, JobAttempt.ended_at.is_(None)
+        )
+        .values(figures=figures)
+    )
 
 
 def set_device_share(session: Session, job_id: uuid.UUID, worker: str, share: float) -> None:

@@ -10,15 +10,18 @@ One meaning of "attempts" everywhere (the job's `attempts`, `max_attempts`, the 
 report): the runs that counted against `max_attempts`. A run handed back (a graceful stop, a
 preemption, an object-store outage) gives its attempt back (`given_back`): it is still a
 run here, and its device time is still charged. A run's charge is its `seconds` times the
-`device_share` it held: 1/K on a worker with K slots on one device.
+`device_share` it held: 1/K on a worker with K slots on one device. `figures` are what the
+run used of its device (`jobs/runtime/figures.py`), written when its method returns or
+raises; null for a run whose process was killed, or that ended before its method started.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Uuid, false
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from archsearch.jobs.domain.base import Base, Timestamp
@@ -48,6 +51,7 @@ class JobAttempt(Base):
     device_share: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
     # Handed back without costing an attempt: a run, but not one of the job's `attempts`.
     given_back: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    figures: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     __table_args__ = (
         Index("ix_job_attempts_started_at", "started_at"),
