@@ -1,12 +1,13 @@
 """Study pruners: Optuna's MedianPruner or SuccessiveHalvingPruner stop hopeless trials early.
 
 Every study with a pruner has a second, single-objective Optuna study beside its own
-(`archsearch-<id>-pruning`, maximising test accuracy) in the same RDBStorage: Optuna's
+(`archsearch-<id>-pruning`, maximising validation accuracy) in the same RDBStorage: Optuna's
 pruners judge one objective only, while an adaptive study may have two and a fixed (grid)
 study has no Optuna study at all. Each job of the study gets one trial there (asked at its
 first epoch, found again by the `job_id` user attribute after a restart), to which the
-running job reports its test accuracy after every epoch (`trial.report(value, step=epoch)`)
-and asks `trial.should_prune()`: the decision is Optuna's, nothing here re-implements it.
+running job reports its validation accuracy after every epoch
+(`trial.report(value, step=epoch)`) and asks `trial.should_prune()`: the decision is
+Optuna's, nothing here re-implements it.
 When the job ends its trial is told: COMPLETE with its final accuracy, PRUNED, or FAIL.
 """
 
