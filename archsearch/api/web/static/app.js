@@ -54,12 +54,12 @@ window.AS = (() => {
   }
 
   // el("td", {class: "num", text: "3"}, child, ...): attributes, then children.
-  // An SVG element appended to `parent`: the scatter plots draw with it.
+  // An SVG element appended to `parent` (null: a plot's own root): the scatter plots draw with it.
   function svgNode(parent, tag, attrs, text) {
     const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
     for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
     if (text !== undefined) n.textContent = text;
-    parent.append(n);
+    if (parent) parent.append(n);
     return n;
   }
 

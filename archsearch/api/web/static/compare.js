@@ -91,7 +91,7 @@
       .filter((p) => p.x > 0 && p.y != null);
     const front = new Set(paretoFront(points));
     const W = 420, H = 260, L = 48, B = 36;
-    const svg = svgNode(document.createDocumentFragment(), "svg", {
+    const svg = svgNode(null, "svg", {
       viewBox: `0 0 ${W} ${H}`, class: "scatter", role: "img", "aria-label": `accuracy against ${label}`,
     });
     const add = (tag, attrs, text) => svgNode(svg, tag, attrs, text);

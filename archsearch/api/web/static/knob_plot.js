@@ -4,7 +4,6 @@
 "use strict";
 (() => {
   const { el, num, shortId, svgNode: node } = AS;
-  const NS = "http://www.w3.org/2000/svg";
   const W = 520, H = 300, L = 60, R = 14, T = 16, B = 42;
 
   function valueAt(job, key) {
@@ -46,11 +45,9 @@
   }
 
   function draw(points, knob, metric, colorOf) {
-    const svg = document.createElementNS(NS, "svg");
-    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    svg.setAttribute("class", "scatter knob");
-    svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", `${metric} against ${knob}`);
+    const svg = node(null, "svg", {
+      viewBox: `0 0 ${W} ${H}`, class: "scatter knob", role: "img", "aria-label": `${metric} against ${knob}`,
+    });
     const x = xScale(points.map((p) => p.x));
     const ys = points.map((p) => p.y);
     const [y0, y1] = [Math.min(...ys), Math.max(...ys)];

@@ -4,7 +4,6 @@
 "use strict";
 (() => {
   const { el, num, svgNode: node } = AS;
-  const NS = "http://www.w3.org/2000/svg";
   const W = 560, H = 320, L = 56, R = 14, T = 26, B = 40;
 
   // Ranges that hold every error bar: x in log10 (a bar reaching 0 stops at half the mean).
@@ -51,11 +50,10 @@
   }
 
   function draw(points, pareto, colorOf) {
-    const svg = document.createElementNS(NS, "svg");
-    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    svg.setAttribute("class", "scatter pareto");
-    svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", "test accuracy against parameters, one point an arm");
+    const svg = node(null, "svg", {
+      viewBox: `0 0 ${W} ${H}`, class: "scatter pareto", role: "img",
+      "aria-label": "test accuracy against parameters, one point an arm",
+    });
     const b = bounds(points);
     const sx = (x) => L + ((Math.log10(x) - b.x0) / (b.x1 - b.x0)) * (W - L - R);
     const sy = (y) => H - B - ((y - b.y0) / (b.y1 - b.y0 || 1)) * (H - B - T);
