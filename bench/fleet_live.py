@@ -10,11 +10,15 @@ renewal (`claims.renew_lease`) every third of the lease, a progress write
 then a finish (`repository.finish_job`) for each job, a job lasting `--job-seconds`. No
 torch runs: the workers' Python is the control plane alone.
 
-PgBouncer (the machine's `pgbouncer`, Debian's 1.18 here) is started as a subprocess on a
-free port with a generated ini in transaction mode, as `deploy/k8s/components/pgbouncer`
-configures it. 1.18 does not track protocol-level prepared statements
-(`max_prepared_statements` came in 1.21), so the connections set psycopg's
-`prepare_threshold=None`, as the shipped ini says an older PgBouncer needs.
+PgBouncer (`--pgbouncer`, the machine's `pgbouncer` by default) is started as a subprocess
+on a free port with a generated ini in transaction mode, as `deploy/k8s/components/pgbouncer`
+configures it. A PgBouncer of 1.21 or later tracks protocol-level prepared statements
+(`max_prepared_statements = 200`, as the shipped ini sets), so psycopg prepares its
+statements as it does on a direct connection; an older one (Debian bookworm's 1.18) cannot,
+and the connections then set psycopg's `prepare_threshold=None`, as the shipped ini says an
+older PgBouncer needs. `--unprepared` forces that for comparison; `--both` runs the fleet
+twice in one invocation, prepared then unprepared, on fresh databases, and prints the two
+side by side.
 
 An event is late by the time between when it was due and when it started; an event whose
 statement waited for a pooled server connection is late by that wait too. Measured: CPU
@@ -22,6 +26,7 @@ seconds of the PostgreSQL backends serving this database, of PgBouncer, and of t
 process (the simulated workers), read from /proc, over the run.
 
     PYTHONPATH=$PWD python bench/fleet_live.py [--workers 200] [--seconds 60]
+        [--pgbouncer /opt/pgbouncer/bin/pgbouncer] [--unprepared | --both]
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from job_queue import add_queued, backend_cpu_seconds, seed_people  # noqa: E402
 from archsearch.jobs.domain.jobs import claims, repository, sweeper, worker_repository  # noqa: E402
 from archsearch.jobs.domain.jobs.offer import Offer  # noqa: E402
 from archsearch.jobs.domain.jobs.scheduler import claim_next  # noqa: E402
-from archsearch.jobs.platform.db import make_session_factory, transaction  # noqa: E402
+from archsearch.jobs.platform.db import make_session_factory, single_statement, transaction  # noqa: E402
 from archsearch.jobs.platform.migrate import upgrade  # noqa: E402
 from archsearch.jobs.platform.services import Services  # noqa: E402
 from archsearch.jobs.platform.settings import Settings  # noqa: E402
@@ -81,10 +86,20 @@ OFFER = Offer("cuda", gpu_memory_gb=80.0)
 TICK_KINDS = ("heartbeat", "tick", "lease renewal")
 
 
+# The first PgBouncer that tracks protocol-level prepared statements per client.
+PREPARED_SINCE = (1, 21)
+
+
+def pgbouncer_version(binary: str) -> tuple[str, tuple[int, ...]]:
+    """("PgBouncer 1.25.2", (1, 25, 2)) from `binary --version`."""
+    answer = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
+    line = answer.stdout.splitlines()[0]
+    return line, tuple(int(part) for part in line.split()[-1].split(".") if part.isdigit())
+
+
 @contextmanager
-def pgbouncer(database: str) -> Iterator[tuple[str, int, str]]:
-    """A transaction-pooling PgBouncer before `database`: yields (url, pid, version)."""
-    version = subprocess.run(["pgbouncer", "--version"], capture_output=True, text=True)
+def pgbouncer(database: str, binary: str, prepared: bool) -> Iterator[tuple[str, int]]:
+    """A transaction-pooling PgBouncer before `database`: yields (url, pid)."""
     folder = Path(tempfile.mkdtemp(prefix="archsearch-pgbouncer-"))
     folder.chmod(0o755)  # PgBouncer drops to the postgres user, which must read the ini
     port = procs.free_port()
@@ -95,13 +110,14 @@ def pgbouncer(database: str) -> Iterator[tuple[str, int, str]]:
         f"auth_type = trust\nauth_file = {folder}/userlist.txt\npool_mode = transaction\n"
         "default_pool_size = 20\nmax_client_conn = 2000\n"
         "ignore_startup_parameters = extra_float_digits\n"
+        + ("max_prepared_statements = 200\n" if prepared else "")
     )
-    argv = ["pgbouncer", "-u", "postgres"] if os.geteuid() == 0 else ["pgbouncer"]
+    argv = [binary, "-u", "postgres"] if os.geteuid() == 0 else [binary]
     process = subprocess.Popen([*argv, str(folder / "pgbouncer.ini")], stderr=subprocess.PIPE)
     try:
         procs.wait_until(lambda: port_open(port), 10, "PgBouncer listening")
         url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/{database}"
-        yield url, process.pid, version.stdout.splitlines()[0]
+        yield url, process.pid
     finally:
         process.terminate()
         try:
@@ -171,14 +187,17 @@ class Fleet:
             if holder:
                 sweeps(self.services)
             return
+        if kind == "progress" and plan.job is not None:
+            # As the worker's flush (`DbRunContext.flush`): one autocommitted statement.
+            with single_statement(self.sessions) as session:
+                step = int(time.monotonic() * 10)
+                repository.record_progress(session, plan.job, step, 10**9, {"loss": 0.5})
+            return
         with transaction(self.sessions) as session:
             if kind == "heartbeat":
                 worker_repository.record_presence(session, name, "sim", OFFER, 0, "gpu")
             elif kind == "lease renewal" and plan.job is not None:
                 claims.renew_lease(session, plan.job, name, settings.lease_seconds)
-            elif kind == "progress" and plan.job is not None:
-                step = int(time.monotonic() * 10)
-                repository.record_progress(session, plan.job, step, 10**9, {"loss": 0.5})
 
     def claim(self, name: str, plan: Schedule, due: float) -> None:
         with transaction(self.sessions) as session:
@@ -227,22 +246,26 @@ def run_fleet(fleet: Fleet, seconds: float) -> float:
     return time.monotonic() - start
 
 
-def measure(args: argparse.Namespace) -> dict[str, object]:
+def measure(args: argparse.Namespace, prepared: bool) -> dict[str, object]:
     """Seed a fresh database, run the fleet through PgBouncer, and return what it measured."""
     name = f"archsearch_fleet_live_{uuid.uuid4().hex[:8]}"
     url = procs.create_database(name)
     try:
         upgrade(url)
-        with pgbouncer(name) as (pooled_url, bouncer_pid, version):
-            return run_through(args, url, pooled_url, bouncer_pid) | {"pgbouncer": version}
+        with pgbouncer(name, args.pgbouncer, prepared) as (pooled_url, bouncer_pid):
+            return run_through(args, url, pooled_url, bouncer_pid, prepared)
     finally:
         procs.drop_database(name)
 
 
-def run_through(args: argparse.Namespace, url: str, pooled: str, bouncer: int) -> dict[str, object]:
-    # PgBouncer 1.18 cannot carry psycopg's server-side prepared statements (see above).
+def run_through(
+    args: argparse.Namespace, url: str, pooled: str, bouncer: int, prepared: bool
+) -> dict[str, object]:
+    # Without PgBouncer's tracking, a statement prepared on one server connection would be
+    # missing on the next one the pool hands the client: psycopg must not prepare then.
+    unprepared = {} if prepared else {"prepare_threshold": None}
     engine = create_engine(
-        pooled, pool_size=args.workers + 4, max_overflow=0, connect_args={"prepare_threshold": None}
+        pooled, pool_size=args.workers + 4, max_overflow=0, connect_args=unprepared
     )
     sessions = make_session_factory(engine)
     seed_people(sessions)
@@ -273,17 +296,19 @@ def run_through(args: argparse.Namespace, url: str, pooled: str, bouncer: int) -
         "pgbouncer_cpu": process_cpu_seconds(bouncer) - bouncer_cpu,
         "simulator_cpu": process_cpu_seconds() - own,
         "lateness": dict(fleet.lateness),
+        "prepared": prepared,
     }
 
 
-def report(args: argparse.Namespace, measured: dict[str, object]) -> None:
+def report(args: argparse.Namespace, version: str, measured: dict[str, object]) -> None:
     wall = float(measured["wall"])  # type: ignore[arg-type]
     worker_seconds = args.workers * wall
     lateness: dict[str, list[float]] = measured["lateness"]  # type: ignore[assignment]
+    statements = "prepared" if measured["prepared"] else "unprepared (prepare_threshold=None)"
     print(
         f"MEASURED, real time: {args.workers} simulated workers for {wall:.0f} s through "
-        f"{measured['pgbouncer']} (transaction pooling, 20 server connections); lease "
-        f"{args.lease_seconds:g} s, progress every {args.flush_seconds:g} s, "
+        f"{version} (transaction pooling, 20 server connections), statements {statements}; "
+        f"lease {args.lease_seconds:g} s, progress every {args.flush_seconds:g} s, "
         f"a job every {args.job_seconds:g} s"
     )
     print(f"  {'event':<15}{'count':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}   (how late)")
@@ -309,8 +334,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-seconds", type=float, default=60.0)
     parser.add_argument("--flush-seconds", type=float, default=Settings().progress_flush_seconds)
     parser.add_argument("--job-seconds", type=float, default=120.0)
+    parser.add_argument("--pgbouncer", default="pgbouncer", help="the PgBouncer binary to run")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--unprepared", action="store_true", help="prepare_threshold=None")
+    modes.add_argument("--both", action="store_true", help="prepared, then unprepared")
     args = parser.parse_args(argv)
-    report(args, measure(args))
+    version, numbers = pgbouncer_version(args.pgbouncer)
+    can_prepare = numbers >= PREPARED_SINCE
+    if (args.both or not args.unprepared) and not can_prepare:
+        print(f"{version} cannot track prepared statements (1.21+ can): unprepared only")
+    passes = [True, False] if args.both else [not args.unprepared]
+    runs = [measure(args, prepared) for prepared in passes if can_prepare or not prepared]
+    for measured in runs:
+        report(args, version, measured)
+    if len(runs) == 2:
+        print_ratio(args, runs)
+
+
+def print_ratio(args: argparse.Namespace, runs: list[dict[str, object]]) -> None:
+    """PostgreSQL CPU per worker-second, prepared over unprepared, from the same invocation."""
+    per_worker_second = [
+        float(run["postgres_cpu"]) / (args.workers * float(run["wall"]))  # type: ignore[arg-type]
+        for run in runs
+    ]
+    print(
+        "  PostgreSQL CPU per worker-second, prepared / unprepared: "
+        f"{per_worker_second[0] / per_worker_second[1]:.2f}x"
+    )
 
 
 if __name__ == "__main__":

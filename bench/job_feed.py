@@ -1,10 +1,12 @@
 """What the job feed costs the database: notifying commits per running job-second, and the
 rate and server CPU of progress writes, under migration 0020's trigger (every change of what
-GET /v1/jobs/{id} shows notifies, progress included) and 0021's (a job's state changes only),
-arms interleaved on one database by migrating between the two before each.
+GET /v1/jobs/{id} shows notifies, progress included), 0021's (a job's state changes only),
+0030's (the same, skipped by an update that sets no state column), each write in a
+transaction, and 0030's with each write one autocommitted statement as the worker now sends
+it (`db.single_statement`); arms interleaved on one database by migrating before each.
 
 `--jobs` running jobs each write their progress every 0.5 s, as a worker's run context does
-(`repository.record_progress`, one transaction), from `--writers` threads, and renew their
+(`repository.record_progress`), from `--writers` threads, and renew their
 lease every 5 s (`claims.renew_lease`); one connection listens on `job_changed` and counts
 what arrives, as an API process's feed does. Goal: <= 0.2 notifying commits per running
 job-second (a job's state changes, a few in its life, and nothing for its progress).
@@ -35,11 +37,23 @@ from job_queue import add_queued, backend_cpu_seconds, seed_people  # noqa: E402
 
 from archsearch.api.live.feed import CHANNEL  # noqa: E402
 from archsearch.jobs.domain.jobs import claims, repository  # noqa: E402
-from archsearch.jobs.platform.db import make_engine, make_session_factory, transaction  # noqa: E402
+from archsearch.jobs.platform.db import (  # noqa: E402
+    make_engine,
+    make_session_factory,
+    single_statement,
+    transaction,
+)
 from archsearch.jobs.platform.migrate import alembic_config, upgrade  # noqa: E402
 from tests.service import procs  # noqa: E402
 
-TRIGGERS = {"0020: progress notifies": "0020", "0021: state only": "0021"}
+# arm -> (the migration whose trigger is in place, how a progress write is sent)
+ARMS = {
+    "0020: progress notifies": ("0020", "transaction"),
+    "0021: state only": ("0021", "transaction"),
+    "0030: UPDATE OF state": ("0030", "transaction"),
+    "0030, one statement": ("0030", "single statement"),
+}
+OPENS = {"transaction": transaction, "single statement": single_statement}
 FLUSH_SECONDS, RENEW_SECONDS = 0.5, 5.0
 
 
@@ -72,7 +86,7 @@ class Listener:
         return self.count
 
 
-def write_progress(sessions, jobs: list[tuple[str, uuid.UUID]], seconds: float) -> int:  # type: ignore[no-untyped-def]
+def write_progress(sessions, jobs: list[tuple[str, uuid.UUID]], seconds: float, sent: str) -> int:  # type: ignore[no-untyped-def]
     """Each job's progress every FLUSH_SECONDS, its lease every RENEW_SECONDS; returns the
     number of progress writes made."""
     writes, step, started = 0, 0, time.monotonic()
@@ -81,7 +95,7 @@ def write_progress(sessions, jobs: list[tuple[str, uuid.UUID]], seconds: float) 
         tick = time.monotonic()
         step += 1
         for worker, job_id in jobs:
-            with transaction(sessions) as session:
+            with OPENS[sent](sessions) as session:
                 repository.record_progress(session, job_id, step, 10_000, {"loss": 1.0 / step})
             writes += 1
             if tick >= next_renewal:
@@ -92,14 +106,17 @@ def write_progress(sessions, jobs: list[tuple[str, uuid.UUID]], seconds: float) 
     return writes
 
 
-def measure(url: str, sessions, jobs, writers: int, seconds: float) -> Arm:  # type: ignore[no-untyped-def]
+def measure(url: str, sessions, jobs, args: argparse.Namespace, sent: str) -> Arm:  # type: ignore[no-untyped-def]
+    writers, seconds = args.writers, args.seconds
     listener = Listener(url)
     time.sleep(0.3)
     cpu_before = sum(backend_cpu_seconds(sessions).values())
     shares = [jobs[k::writers] for k in range(writers)]
     counts: list[int] = []
     threads = [
-        threading.Thread(target=lambda s=share: counts.append(write_progress(sessions, s, seconds)))
+        threading.Thread(
+            target=lambda s=share: counts.append(write_progress(sessions, s, seconds, sent))
+        )
         for share in shares
     ]
     for thread in threads:
@@ -120,12 +137,13 @@ def run(url: str, args: argparse.Namespace) -> dict[str, list[Arm]]:
         rows = session.execute(text(RUNNING_SQL), {"count": args.jobs}).all()
         session.commit()
     jobs = [(f"bench-{k}", job_id) for k, job_id in rows]
-    measured: dict[str, list[Arm]] = {arm: [] for arm in TRIGGERS}
+    measured: dict[str, list[Arm]] = {arm: [] for arm in ARMS}
     for r in range(args.rounds):
-        for arm in list(TRIGGERS)[r % 2 :] + list(TRIGGERS)[: r % 2]:
+        for arm in list(ARMS)[r % len(ARMS) :] + list(ARMS)[: r % len(ARMS)]:
+            revision, sent = ARMS[arm]
             command.downgrade(alembic_config(url), "0020")
-            upgrade(url, TRIGGERS[arm])
-            measured[arm].append(measure(url, sessions, jobs, args.writers, args.seconds))
+            upgrade(url, revision)
+            measured[arm].append(measure(url, sessions, jobs, args, sent))
     engine.dispose()
     return measured
 

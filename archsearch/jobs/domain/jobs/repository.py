@@ -139,8 +139,11 @@ def record_progress(
     step: int,
     total: int,
     latest: dict[str, float],
+    rows: Iterable[tuple[int, str, float]] = (),
 ) -> bool:
-    """Store progress; returns whether a cancel was requested."""
+    """Store progress, and the metric `rows` reported since the last write; returns whether
+    a cancel was requested. On PostgreSQL one statement (the rows' upsert a data-modifying
+    CTE of the progress update), so `single_statement` may run it on its own."""
     values: dict[str, Any] = {
         "step": step,
         "total_steps": total,
@@ -149,8 +152,13 @@ def record_progress(
     }
     if latest:
         values["latest_metrics"] = finite_only(latest)
-    # One statement: the fleet's most frequent write (every running job, twice a second).
+    # The fleet's most frequent write: every running job, every flush interval.
     statement = update(Job).where(Job.id == job_id).values(**values)
+    upsert = _metrics_upsert(session, job_id, rows)
+    if upsert is not None and session.get_bind().dialect.name == "postgresql":
+        statement = statement.add_cte(upsert.cte("reported_metrics"))
+    elif upsert is not None:
+        session.execute(upsert)
     return bool(session.scalar(statement.returning(Job.cancel_requested)))
 
 
@@ -169,17 +177,24 @@ def record_metrics(
 ) -> None:
     """Upsert metric values: a resumed job rewrites the steps it repeats instead of doubling
     them."""
+    upsert = _metrics_upsert(session, job_id, rows)
+    if upsert is not None:
+        session.execute(upsert)
+
+
+def _metrics_upsert(
+    session: Session, job_id: uuid.UUID, rows: Iterable[tuple[int, str, float]]
+) -> Any:
     # One flush may carry the same (step, name) twice; one INSERT ... ON CONFLICT cannot
     # touch a row twice on PostgreSQL, so the last value of each pair is sent.
     latest = {(s, n): v for s, n, v in rows}
     values = [{"job_id": job_id, "step": s, "name": n, "value": v} for (s, n), v in latest.items()]
     if not values:
-        return
+        return None
     statement = _insert_for(session)(Metric).values(values)
-    statement = statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(
         index_elements=["job_id", "name", "step"], set_={"value": statement.excluded.value}
     )
-    session.execute(statement)
 
 
 def upsert_artifact(
