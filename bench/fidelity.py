@@ -19,7 +19,12 @@ epochs. Verdicts: "holds" when the mean
 difference favours the claim by more than the larger std, "weak" when it favours it by
 less, "does not hold" otherwise.
 
-Run: python bench/fidelity.py [--quick]   (about 20 minutes on 2 cores; --quick: a smoke run)
+Every arm of a claim is trained alike at each of `--lr-factors` (0.3x, 1x, 3x its method's
+documented learning rate), and each seed's run is the one best on 10% of its training rows
+held apart (never the test split): a baseline gets the tuning the method gets.
+
+Run: python bench/fidelity.py [--quick] [--lr-factors 1]   (about an hour on 2 cores, 20
+minutes untuned with `--lr-factors 1`; --quick: a smoke run)
 
 `--section5` runs instead the weight-free paper's own experiment (section 5: binary tasks
 between class groups, three small training sets, AUC, the rows bin, bin -> real, real (R+),
@@ -53,14 +58,24 @@ import _section5 as section5  # noqa: E402
 from _data_dir import bench_data_dir
 
 from archsearch.core.context import InMemoryContext
-from archsearch.core.data.loaders import Dataset, load_dataset, training_subset
+from archsearch.core.data.loaders import (
+    Dataset,
+    hold_out_validation,
+    load_dataset,
+    training_subset,
+)
 from archsearch.core.float_mode import flush_denormals
 from archsearch.core.methods import get_method
+from archsearch.jobs.runtime.executor import final_validation
 from archsearch.specs import DatasetRef, parse_job_spec
 
 DATA_DIRS = (bench_data_dir(),)
 DATASETS = ("digits", "mnist", "fashion_mnist")
 SEEDS = (0, 1, 2)
+# Every arm of a claim swept alike over these multiples of its method's documented learning
+# rate, each seed's best chosen on training rows held apart, never on the test split.
+LR_FACTORS = (0.3, 1.0, 3.0)
+VALIDATION_FRACTION = 0.1
 TRANSFER_TARGET = {"mnist": "fashion_mnist", "fashion_mnist": "mnist"}
 
 
@@ -72,6 +87,8 @@ class Scale:
     search_train: int | None
     test: int
     epochs: dict[str, int]  # method -> epochs, where they differ from the documented ones
+    lr_factor: float = 1.0  # times each method's documented learning rate
+    validation: float = 0.0  # the share of the training rows held apart to choose the lr on
 
 
 FULL = Scale(train=6000, search_train=6000, test=2000, epochs={"grow": 15})
@@ -107,14 +124,27 @@ def run_job(
     assert spec.dataset.name is not None, "the bench uses built-in datasets"
     # What load_dataset(spec.dataset, dirs, seed) gives, without re-reading the files.
     data = training_subset(_whole(spec.dataset.name, scale.test), spec.dataset, spec.training.seed)
+    if scale.validation:
+        data = hold_out_validation(data, scale.validation)
     ctx = ctx or InMemoryContext()
     result = get_method(spec.method)(spec, data, ctx)
-    return result.metrics, ctx
+    # As the worker's executor completes them: the final model's validation accuracy.
+    return final_validation(result.history) | result.metrics, ctx
 
 
 def _training(method: str, seed: int, scale: Scale) -> dict[str, Any]:
     epochs = scale.epochs.get(method)
-    return {"seed": seed, **({"epochs": epochs} if epochs else {})}
+    lr = _default_lr(method) * scale.lr_factor
+    # Merged over the method's default optimiser: its kind and other settings stay.
+    return {"seed": seed, "optimizer": {"lr": lr}, **({"epochs": epochs} if epochs else {})}
+
+
+@cache
+def _default_lr(method: str) -> float:
+    """The method's documented learning rate (what a job that sets none trains at)."""
+    extra = {"source_job": "00000000-0000-0000-0000-000000000000"} if method == "transfer" else {}
+    spec = parse_job_spec({"method": method, "dataset": {"name": "digits"}, **extra})
+    return float(spec.training.optimizer.lr)
 
 
 def _job(method: str, dataset: str, seed: int, scale: Scale, **fields: Any) -> dict[str, Any]:
@@ -132,35 +162,47 @@ def _default_t_hard() -> float:
     return float(spec.temperatures.t_hard)  # type: ignore[attr-defined]
 
 
-# Each arm: (dataset, seed, scale) -> (accuracy, parameters); a claim has arms A and B.
-Arm = Callable[[str, int, Scale], tuple[float, float]]
+# Each arm: (dataset, seed, scale) -> (test accuracy, parameters, validation accuracy); a
+# claim has arms A and B.
+Outcome = tuple[float, float, float]
+Arm = Callable[[str, int, Scale], Outcome]
+NOTHING: Outcome = (float("nan"), float("nan"), float("nan"))
 
 
-def _accuracy(job: dict[str, Any], scale: Scale) -> tuple[float, float]:
+def _outcome(metrics: dict[str, float]) -> Outcome:
+    nan = float("nan")
+    return (
+        metrics["test_accuracy"],
+        metrics.get("parameters", nan),
+        metrics.get("val_accuracy", nan),
+    )
+
+
+def _accuracy(job: dict[str, Any], scale: Scale) -> Outcome:
     metrics, _ = run_job(job, scale)
-    return metrics["test_accuracy"], metrics.get("parameters", float("nan"))
+    return _outcome(metrics)
 
 
-def dnw(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+def dnw(dataset: str, seed: int, scale: Scale) -> Outcome:
     return _accuracy(_job("search", dataset, seed, scale), scale)
 
 
-def random_graph(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+def random_graph(dataset: str, seed: int, scale: Scale) -> Outcome:
     return _accuracy(
         _job("search", dataset, seed, scale, search={"strategy": "random_graph"}), scale
     )
 
 
-def grow(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+def grow(dataset: str, seed: int, scale: Scale) -> Outcome:
     return _accuracy(_job("grow", dataset, seed, scale, growth={"baseline": False}), scale)
 
 
-def large_fixed(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+def large_fixed(dataset: str, seed: int, scale: Scale) -> Outcome:
     return _accuracy(_job("train", dataset, seed, scale), scale)
 
 
 def _prune_t_soft(divisor: float) -> Arm:
-    def arm(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    def arm(dataset: str, seed: int, scale: Scale) -> Outcome:
         t_hard = _default_t_hard()
         temperatures = {"t_hard": t_hard, "t_soft": t_hard / divisor}
         return _accuracy(_job("prune", dataset, seed, scale, temperatures=temperatures), scale)
@@ -169,23 +211,23 @@ def _prune_t_soft(divisor: float) -> Arm:
 
 
 def _prune_weights(weights: str) -> Arm:
-    def arm(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    def arm(dataset: str, seed: int, scale: Scale) -> Outcome:
         return _accuracy(_job("prune", dataset, seed, scale, weights=weights), scale)
 
     return arm
 
 
 def _transfer(mask: str) -> Arm:
-    def arm(dataset: str, seed: int, scale: Scale) -> tuple[float, float]:
+    def arm(dataset: str, seed: int, scale: Scale) -> Outcome:
         # The mask is learned on `dataset` and retrained few-shot on its partner task.
         if dataset not in TRANSFER_TARGET:
-            return float("nan"), float("nan")
+            return NOTHING
         _, source = run_job(_job("prune", dataset, seed, scale), scale)
         target = {"name": TRANSFER_TARGET[dataset], "samples_per_class": 50}
         job = {
             "method": "transfer",
             "dataset": target,
-            "training": {"seed": seed},
+            "training": _training("transfer", seed, scale),
             "source_job": "source",
             "mask": mask,
         }
@@ -194,9 +236,9 @@ def _transfer(mask: str) -> Arm:
     return arm
 
 
-def _accuracy_in(job: dict[str, Any], scale: Scale, source: InMemoryContext) -> tuple[float, float]:
+def _accuracy_in(job: dict[str, Any], scale: Scale, source: InMemoryContext) -> Outcome:
     metrics, _ = run_job(job, scale, InMemoryContext(other_jobs={"source": source.artifacts}))
-    return metrics["test_accuracy"], metrics.get("parameters", float("nan"))
+    return _outcome(metrics)
 
 
 @dataclass(frozen=True)
@@ -250,14 +292,26 @@ CLAIMS = (
 
 def _task(
     args: tuple[int, str, int, str, Scale],
-) -> tuple[int, str, int, str, tuple[float, float], float]:
+) -> tuple[int, str, int, str, float, Outcome, float]:
     claim_index, dataset, seed, side, scale = args
     torch.set_num_threads(1)
     flush_denormals()  # as every thread that runs jobs does
     claim = CLAIMS[claim_index]
     start = time.perf_counter()
     value = (claim.a if side == "a" else claim.b)(dataset, seed, scale)
-    return claim_index, dataset, seed, side, value, time.perf_counter() - start
+    return claim_index, dataset, seed, side, scale.lr_factor, value, time.perf_counter() - start
+
+
+def tuned(by_factor: dict[float, Outcome]) -> tuple[float, Outcome]:
+    """The learning rate factor whose run was best on its held-out rows, and that run (the
+    only run when there is one factor: nothing to choose)."""
+    if len(by_factor) == 1:
+        return next(iter(by_factor.items()))
+    measured = {f: o for f, o in by_factor.items() if o[2] == o[2]}
+    if not measured:
+        return min(by_factor), NOTHING
+    best = max(measured, key=lambda f: measured[f][2])
+    return best, measured[best]
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -341,6 +395,14 @@ def main() -> None:
     parser.add_argument("--class-split", action="store_true", help="transfer 0-4 -> 5-9")
     parser.add_argument("--seeds", type=int, default=5, help="--section5 / --class-split seeds")
     parser.add_argument(
+        "--lr-factors",
+        type=float,
+        nargs="+",
+        default=LR_FACTORS,
+        help="the claims' table: each arm at these multiples of its method's documented lr, "
+        "chosen per seed on held-out training rows (1: the untuned run)",
+    )
+    parser.add_argument(
         "--lrs",
         type=float,
         nargs="+",
@@ -356,19 +418,49 @@ def main() -> None:
         return
     scale = QUICK if args.quick else FULL
     seeds = SEEDS[:1] if args.quick else SEEDS
+    factors = tuple(args.lr_factors)
+    held_apart = VALIDATION_FRACTION if len(factors) > 1 else 0.0
     tasks = [
-        (c, d, s, side, scale)
+        (c, d, s, side, replace(scale, lr_factor=f, validation=held_apart))
         for c in range(len(CLAIMS))
         for d in DATASETS
         for s in seeds
         for side in "ab"
+        for f in factors
     ]
     start = time.perf_counter()
-    results: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
+    runs: dict[tuple[int, str, int, str], dict[float, Outcome]] = {}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for c, d, _seed, side, value, _seconds in pool.map(_task, tasks):
-            results.setdefault((c, d, side), []).append(value)
-    _print_table(scale, seeds, results, time.perf_counter() - start)
+        for c, d, seed, side, factor, value, _seconds in pool.map(_task, tasks):
+            runs.setdefault((c, d, seed, side), {})[factor] = value
+    results: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
+    chosen: dict[tuple[int, str, str], list[float]] = {}
+    for (c, d, _seed, side), by_factor in runs.items():
+        factor, (test, params, _val) = tuned(by_factor)
+        results.setdefault((c, d, side), []).append((test, params))
+        chosen.setdefault((c, d, side), []).append(factor)
+    _print_table(replace(scale, validation=held_apart), seeds, results, time.perf_counter() - start)
+    _print_chosen(factors, chosen)
+
+
+def _print_chosen(
+    factors: tuple[float, ...], chosen: dict[tuple[int, str, str], list[float]]
+) -> None:
+    if len(factors) == 1:
+        print(f"every arm at {factors[0]:g}x its method's documented learning rate (untuned)")
+        return
+    print(
+        f"learning rate: each arm swept over {', '.join(f'{f:g}x' for f in factors)} its "
+        "method's documented one, chosen per seed on the held-out rows; chosen (per seed):"
+    )
+    for c, claim in enumerate(CLAIMS):
+        for d in DATASETS:
+            picks = {side: chosen.get((c, d, side), []) for side in "ab"}
+            cells = [
+                f"{label} {' '.join(f'{f:g}x' for f in picks[side])}"
+                for side, label in (("a", claim.a_label), ("b", claim.b_label))
+            ]
+            print(f"  {claim.name:36} {d:14} " + "; ".join(cells))
 
 
 def _print_table(
@@ -378,6 +470,8 @@ def _print_table(
     seconds: float,
 ) -> None:
     print(f"fidelity at CPU scale: {len(seeds)} seeds, test accuracy mean +- std")
+    if scale.validation:
+        print(f"each arm's training rows less {scale.validation:.0%} held apart to choose its lr")
     print(
         f"deviations from the documented defaults: training subsets {scale.train} images "
         f"(search: {scale.search_train}; digits: all 1437), test subsets {scale.test} "

@@ -296,10 +296,18 @@ def _epoch_row(
         "test_accuracy": test_acc,
         "lr": optimizer.param_groups[0]["lr"],
     }
-    if data.x_val is not None and data.y_val is not None:
-        row["val_loss"], row["val_accuracy"] = evaluate(model, data.x_val, data.y_val, device)
+    row.update(validation_metrics(model, data, device))
     row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
     return row, counts
+
+
+def validation_metrics(model: nn.Module, data: Dataset, device: torch.device) -> dict[str, float]:
+    """`val_loss` and `val_accuracy` of `model` on the rows `data` holds apart (a study's
+    trial: `data.loaders.hold_out_validation`); none when it holds none."""
+    if data.x_val is None or data.y_val is None:
+        return {}
+    loss, accuracy = evaluate(model, data.x_val, data.y_val, device)
+    return {"val_loss": loss, "val_accuracy": accuracy}
 
 
 def _checkpoint_state(

@@ -199,6 +199,10 @@ class ArmSummary(BaseModel):
     jobs: int
     counts: dict[str, int]
     test_accuracy: Stat | None = None
+    val_accuracy: Stat | None = Field(
+        default=None,
+        description="on the training rows each trial held apart: what the front is chosen on",
+    )
     parameters: Stat | None = None
     macs: Stat | None = None
     compact_bytes: Stat | None = None
@@ -224,6 +228,9 @@ class ParetoPoint(BaseModel):
     label: str
     test_accuracy: float
     parameters: float
+    val_accuracy: float | None = Field(
+        default=None, description="what the point was chosen on (none: a study from before)"
+    )
 
 
 class StudyPublic(Public):

@@ -64,6 +64,8 @@ def test_a_study_runs_its_arms_and_summarises_them(
     assert set(arms) == {"train-w16", "prune-d0.2"}
     for arm in arms.values():
         assert arm.jobs == 2 and arm.test_accuracy is not None and arm.test_accuracy.n == 2
+        # Each trial held training rows apart, and the front was chosen on them.
+        assert arm.val_accuracy is not None and arm.val_accuracy.n == 2
         assert arm.optimizer_steps is not None and arm.optimizer_steps.mean == 8  # as planned
         assert not arm.over_budget and arm.compact_bytes is not None
     prune, train = arms["prune-d0.2"], arms["train-w16"]
@@ -79,6 +81,8 @@ def test_a_study_runs_its_arms_and_summarises_them(
     assert client.study_artifact(study.id, "curves.png")[:4] == b"\x89PNG"
     report = client.study_artifact(study.id, "report.md").decode()
     assert "Who wins at which size" in report and "prune-d0.2" in report
+    assert "The front is chosen on validation accuracy" in report
+    assert all(point.val_accuracy is not None for point in study.pareto)
     jobs = client.list_jobs(study=study.id).data  # exactly this study's jobs, with their arm
     assert len(jobs) == 4 and {job.study_id for job in jobs} == {study.id}
     assert sorted(job.study_arm or "" for job in jobs) == sorted(2 * list(arms))

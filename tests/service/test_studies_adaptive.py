@@ -65,10 +65,10 @@ def test_a_tpe_study_runs_its_trials_through_workers(client: ArchsearchClient, p
     trials = optuna_trials(pg_url, study.id)
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
     by_label = {arm.label: arm for arm in study.arms}
-    for trial in trials:  # Optuna was told what the job measured
+    for trial in trials:  # Optuna was told what the job measured on its held-out rows
         arm = by_label[f"trial-{trial.number}"]
-        assert arm.test_accuracy is not None and arm.parameters is not None
-        assert trial.values == [arm.test_accuracy.mean, arm.parameters.mean]
+        assert arm.val_accuracy is not None and arm.parameters is not None
+        assert trial.values == [arm.val_accuracy.mean, arm.parameters.mean]
 
 
 @pytest.fixture()

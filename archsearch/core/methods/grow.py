@@ -32,7 +32,7 @@ from archsearch.core.growth.schedule import GrowState, architecture_for, hidden_
 from archsearch.core.growth.timed import train_for_seconds
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
-from archsearch.core.training import evaluate_predictions, seed_everything
+from archsearch.core.training import evaluate_predictions, seed_everything, validation_metrics
 from archsearch.specs.grow import GROW_ACTIVATIONS, GrowJob
 from archsearch.specs.model_configs import MLPConfig
 
@@ -56,6 +56,7 @@ def run(spec: GrowJob, data: Dataset, ctx: RunContext) -> Result:
         "growth_steps": float(state.growth_steps),
         "seconds": state.seconds,
         **{f"width_{i}": float(w) for i, w in enumerate(widths)},
+        **validation_metrics(model, data, ctx.device),  # a study's trial: what ranks it
     }
     deployable = registry_deployable(model, architecture_for(widths, spec, data), test_acc)
     metrics.update(write_deployment(ctx, data, deployable, "grow", spec))

@@ -47,6 +47,7 @@ from archsearch.core.training import (
     fit,
     seed_everything,
     steps_per_epoch,
+    validation_metrics,
 )
 from archsearch.specs.budget import IMP_PRUNE_FRACTION
 from archsearch.specs.prune import PruneJob, rigl_updates
@@ -272,6 +273,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         model, data.x_test, data.y_test, ctx.device
     )
     metrics = _mask_metrics(spec, model, trainer, test_acc, test_loss)
+    metrics.update(validation_metrics(model, data, ctx.device))  # the frozen model's
     if spec.algorithm == "rigl":
         metrics.update(rigl_metrics(spec, data))
     quality, warnings = prediction_check(model, data, ctx.device, test_acc, test_loss, counts)

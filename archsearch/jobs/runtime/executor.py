@@ -58,8 +58,9 @@ from archsearch.specs import JobBase, parse_job_spec
 
 log = logging.getLogger(__name__)
 
-# The share of a study trial's training rows held apart for its pruner when it has one.
-PRUNING_VALIDATION_FRACTION = 0.1
+# The share of a study trial's training rows held apart: the study ranks its trials, and its
+# pruner stops them, on accuracy measured there, never on the test split it reports.
+STUDY_VALIDATION_FRACTION = 0.1
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     OperationalError,
@@ -193,11 +194,12 @@ def _run(
         spec = parse_job_spec(raw_spec)
         device = pick_device(spec)
         flush = services.settings.progress_flush_seconds
-        pruning = studies.trial_pruning(services, job_id)
+        trial = studies.study_trial(services, job_id)
+        pruning = trial.pruning if trial is not None else None
         ctx = DbRunContext(
             services, job_id, device, lease.lost, flush, job_stop=lease.stop, pruning=pruning
         )
-        data = _job_data(services, spec, pruned_by_study=pruning is not None)
+        data = _job_data(services, spec, study_trial=trial is not None)
         return Outcome.succeeded(_run_method(spec, data, ctx, lease.worker))
     except JobPreempted as exc:
         return Outcome.preempted(str(exc))
@@ -226,10 +228,10 @@ def _run(
         )
 
 
-def _job_data(services: Services, spec: JobBase, *, pruned_by_study: bool) -> Dataset:
+def _job_data(services: Services, spec: JobBase, *, study_trial: bool) -> Dataset:
     data = load_job_dataset(services, spec)
-    if pruned_by_study:  # its pruner reads accuracy on rows no trial trains on
-        data = hold_out_validation(data, PRUNING_VALIDATION_FRACTION)
+    if study_trial:  # its study judges it on rows no trial trains on
+        data = hold_out_validation(data, STUDY_VALIDATION_FRACTION)
     return data
 
 
@@ -238,6 +240,8 @@ def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext, worker: str) ->
     probe = FiguresProbe(ctx.device).start()  # this run's own peak memory and utilisation
     try:
         result = get_method(spec.method)(spec, data, ctx)
+        for name, value in final_validation(result.history).items():
+            result.metrics.setdefault(name, value)  # a method may measure its final model
     finally:
         figures = probe.finish()  # a failed run too: it stops the GPU sampling thread
         _keep_run_figures(ctx, worker, figures)
@@ -247,6 +251,17 @@ def _run_method(spec: JobBase, data: Dataset, ctx: DbRunContext, worker: str) ->
     ctx.save_artifact("metrics.json", json_bytes(summary), "application/json")
     ctx.save_artifact("figures.json", json_bytes(figures.as_dict()), "application/json")
     return result
+
+
+def final_validation(history: list[dict[str, float]]) -> dict[str, float]:
+    """The validation figures of the run's last epoch that measured them, for its final
+    metrics (a study ranks its trials on them); none when it held no validation rows. The
+    last epoch's model is the job's, except a prune job's whose masks froze after training,
+    which measures its own."""
+    measured = [row for row in history if "val_accuracy" in row]
+    if not measured:
+        return {}
+    return {"val_accuracy": measured[-1]["val_accuracy"], "val_loss": measured[-1]["val_loss"]}
 
 
 def _keep_run_figures(ctx: DbRunContext, worker: str, figures: RunFigures) -> None:

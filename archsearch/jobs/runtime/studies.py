@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from archsearch.core.deploy.forked import CAN_FORK
 from archsearch.jobs.domain.base import utcnow
@@ -41,14 +42,21 @@ def after_job_finished(services: Services, job_id: uuid.UUID) -> None:
         log.exception("advancing the study of job %s failed; the next tick retries", job_id)
 
 
-def trial_pruning(services: Services, job_id: uuid.UUID) -> Callable[[int, float], bool] | None:
-    """The question a study trial asks after each epoch (should it stop?), when its study
-    has a pruner; None for any other job."""
+@dataclass(frozen=True)
+class StudyTrial:
+    """What a study's job needs of its study while it runs."""
+
+    # The question asked after each epoch (should it stop?) when the study has a pruner.
+    pruning: Callable[[int, float], bool] | None
+
+
+def study_trial(services: Services, job_id: uuid.UUID) -> StudyTrial | None:
+    """The job's trial when it belongs to a study; None for any other job."""
     with transaction(services.sessions) as session:
         job = jobs_repository.get_job(session, job_id)
         if job.study_id is None:
             return None
-        return service.trial_pruning(session, services.settings, job)
+        return StudyTrial(pruning=service.trial_pruning(session, services.settings, job))
 
 
 def advance(services: Services, study_id: uuid.UUID) -> None:

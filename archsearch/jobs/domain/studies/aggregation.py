@@ -27,7 +27,14 @@ from archsearch.schemas.studies import ArmSummary, ParetoPoint, Stat
 # call first).
 LATENCY_KEYS = ("latency_batch_1_compact_ms", "compact_latency_ms", "latency_ms")
 COMPACT_LATENCY = re.compile(r"latency_batch_(\d+)_compact_ms")
-FIGURES = ("test_accuracy", "parameters", "macs", "optimizer_steps", "samples_seen")
+FIGURES = (
+    "test_accuracy",
+    "val_accuracy",
+    "parameters",
+    "macs",
+    "optimizer_steps",
+    "samples_seen",
+)
 
 
 @dataclass(frozen=True)
@@ -115,9 +122,23 @@ def summarise(
         for arm in arms
         if arm.test_accuracy is not None and arm.parameters is not None
     ]
+    # Chosen on the rows each trial held apart, so the test accuracy the study reports did
+    # not choose it; on the test accuracy for a study whose jobs held none apart (older).
+    on_validation = bool(scored) and all(arm.val_accuracy for arm, _, _ in scored)
     pareto = []
-    for i in pareto_front([(accuracy, size) for _, accuracy, size in scored]):
+    for i in pareto_front([(_chosen_on(arm, on_validation), size) for arm, _, size in scored]):
         arm, accuracy, size = scored[i]
         arm.on_front = True
-        pareto.append(ParetoPoint(label=arm.label, test_accuracy=accuracy, parameters=size))
+        validation = arm.val_accuracy.mean if arm.val_accuracy else None
+        pareto.append(
+            ParetoPoint(
+                label=arm.label, test_accuracy=accuracy, parameters=size, val_accuracy=validation
+            )
+        )
     return arms, pareto
+
+
+def _chosen_on(arm: ArmSummary, on_validation: bool) -> float:
+    figure = arm.val_accuracy if on_validation else arm.test_accuracy
+    assert figure is not None, "every ranked arm has it"
+    return figure.mean

@@ -43,16 +43,18 @@ def _budget_cell(limit: int | None, over: bool) -> str:
 
 def table_markdown(arms: list[ArmSummary]) -> str:
     head = (
-        "| arm | method | jobs ok | test accuracy | parameters | MACs | compact bytes "
+        "| arm | method | jobs ok | test accuracy | validation accuracy | parameters | MACs "
+        "| compact bytes "
         f"| {LATENCY_HEADER} | steps spent | steps asked | samples seen | samples budget "
         "| wall clock s | front | verdict |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for arm in arms:
         rows.append(
             f"| {arm.label} | {arm.method} | {arm.counts.get('succeeded', 0)}/{arm.jobs} "
-            f"| {_fmt(arm.test_accuracy)} | {_fmt(arm.parameters, 5)} | {_fmt(arm.macs, 5)} "
+            f"| {_fmt(arm.test_accuracy)} | {_fmt(arm.val_accuracy)} "
+            f"| {_fmt(arm.parameters, 5)} | {_fmt(arm.macs, 5)} "
             f"| {_fmt(arm.compact_bytes, 5)} | {_fmt(arm.latency_ms, 3)} "
             f"| {_fmt(arm.optimizer_steps, 6)} | {_budget_cell(arm.budget_steps, arm.over_budget)} "
             f"| {_fmt(arm.samples_seen, 7)} "
@@ -252,6 +254,17 @@ VERDICT_RULE = (
 )
 
 
+def selection_sentence(detail: StudyDetail) -> str:
+    """What chose the front: the validation rows when every ranked arm has them."""
+    if detail.pareto and all(point.val_accuracy is not None for point in detail.pareto):
+        return (
+            "The front is chosen on validation accuracy (training rows every trial held apart, "
+            "the same rows for each); every accuracy shown beside it is test accuracy, which "
+            "chose nothing. "
+        )
+    return "The front is chosen on test accuracy (this study's jobs held no rows apart). "
+
+
 def pruning_sentence(detail: StudyDetail) -> str:
     """Which pruner stopped how many trials, and what the study spent in all."""
     pruner = (detail.config.get("pruner") or {}).get("name", "none")
@@ -288,7 +301,7 @@ def report_markdown(detail: StudyDetail) -> str:
         f"seeds {detail.seeds}; status {detail.status}, jobs {detail.counts}. "
         f"{pruning_sentence(detail)}{tuning_sentence(detail)}\n\n"
         "## Who wins at which size (the Pareto front of accuracy against parameters)\n\n"
-        f"{VERDICT_RULE}\n\n"
+        f"{selection_sentence(detail)}{VERDICT_RULE}\n\n"
         f"{winners_markdown(detail)}\n\n"
         "## Discovering Neural Wirings against the random graph with the same edges\n\n"
         f"{wiring_comparison(detail.arms)}\n\n"

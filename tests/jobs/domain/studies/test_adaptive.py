@@ -114,3 +114,20 @@ def test_a_failed_job_fails_its_trial(settings: Settings, session: Session) -> N
     service.advance_study(session, settings, study.id)
     session.commit()
     assert optuna_trials(settings, study)[job.study_trial or 0].state == TrialState.FAIL
+
+
+def test_the_sampler_is_told_validation_accuracy_never_test(
+    settings: Settings, session: Session
+) -> None:
+    study = new_study(session)
+    service.advance_study(session, settings, study.id)
+    session.commit()
+    job = studies_repository.study_jobs(session, study.id)[0]
+    job.status = JobStatus.running
+    metrics = {"test_accuracy": 0.99, "val_accuracy": 0.71, "parameters": 50.0}
+    jobs_repository.finish_job(session, job.id, JobStatus.succeeded, "done", metrics=metrics)
+    session.commit()
+    service.advance_study(session, settings, study.id)
+    session.commit()
+    told = optuna_trials(settings, study)[job.study_trial or 0]
+    assert told.state == TrialState.COMPLETE and told.values == [0.71, 50.0]

@@ -67,3 +67,27 @@ def test_mean_std_budget_flag_and_front_by_hand() -> None:
 def test_an_arm_with_no_succeeded_job_has_no_figures_and_is_off_the_front() -> None:
     arms, front = summarise([job("grow-p10", status="failed")], budget=None)
     assert arms[0].test_accuracy is None and front == [] and not arms[0].over_budget
+
+
+def test_the_front_is_chosen_on_validation_and_reported_on_test() -> None:
+    # "lucky" tops the test split but not the rows held apart: test accuracy chooses nothing.
+    jobs = [
+        job("honest", test_accuracy=0.90, val_accuracy=0.93, parameters=1000),
+        job("lucky", test_accuracy=0.92, val_accuracy=0.91, parameters=1000),
+        job("small", test_accuracy=0.80, val_accuracy=0.82, parameters=100),
+    ]
+    arms, front = summarise(jobs, budget=None)
+    assert [(p.label, p.test_accuracy, p.val_accuracy) for p in front] == [
+        ("small", 0.80, 0.82),
+        ("honest", 0.90, 0.93),
+    ]
+    assert [arm.label for arm in arms if arm.on_front] == ["honest", "small"]
+
+
+def test_a_study_whose_jobs_held_no_rows_apart_is_ranked_on_test() -> None:
+    jobs = [
+        job("old-a", test_accuracy=0.90, parameters=1000),
+        job("old-b", test_accuracy=0.92, val_accuracy=0.80, parameters=1000),
+    ]
+    _, front = summarise(jobs, budget=None)
+    assert [point.label for point in front] == ["old-b"]

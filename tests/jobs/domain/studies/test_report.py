@@ -94,3 +94,28 @@ def test_report_shows_steps_given_samples_read_and_dnw_against_random() -> None:
     assert "- d0.05: DNW 0.9 vs random graph 0.85" in text
     assert "+5.0 points, no verdict from one seed" in text and "DNW ahead" not in text
     assert "| 28385 | 19200 (OVER) |" in text  # samples seen, samples budget
+
+
+def test_report_says_what_chose_the_front() -> None:
+    held_apart = [
+        JobFacts(
+            "a",
+            "train",
+            "succeeded",
+            {"test_accuracy": 0.9, "val_accuracy": 0.8, "parameters": 10.0},
+        ),
+        JobFacts(
+            "b",
+            "train",
+            "succeeded",
+            {"test_accuracy": 0.7, "val_accuracy": 0.9, "parameters": 10.0},
+        ),
+    ]
+    arms, front = summarise(held_apart, budget=None)
+    text = report_markdown(detail(arms, [p.model_dump() for p in front]))
+    assert "The front is chosen on validation accuracy" in text
+    assert "| b | train | 1/1 | 0.7 | 0.9 |" in text  # test, then validation accuracy
+    older = [JobFacts("a", "train", "succeeded", {"test_accuracy": 0.9, "parameters": 10.0})]
+    arms, front = summarise(older, budget=None)
+    text = report_markdown(detail(arms, [p.model_dump() for p in front]))
+    assert "The front is chosen on test accuracy (this study's jobs held no rows apart)" in text
