@@ -64,6 +64,7 @@ from archsearch.core.data.loaders import (
     load_dataset,
     training_subset,
 )
+from archsearch.core.errors import DivergedError
 from archsearch.core.float_mode import flush_denormals
 from archsearch.core.methods import get_method
 from archsearch.jobs.runtime.executor import final_validation
@@ -298,7 +299,10 @@ def _task(
     flush_denormals()  # as every thread that runs jobs does
     claim = CLAIMS[claim_index]
     start = time.perf_counter()
-    value = (claim.a if side == "a" else claim.b)(dataset, seed, scale)
+    try:
+        value = (claim.a if side == "a" else claim.b)(dataset, seed, scale)
+    except DivergedError:  # a learning rate too large for this arm: never the one chosen
+        value = NOTHING
     return claim_index, dataset, seed, side, scale.lr_factor, value, time.perf_counter() - start
 
 

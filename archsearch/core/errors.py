@@ -27,6 +27,9 @@ class UnknownDatasetError(UserError):
         self.name = name
         self.available = available
 
+    def __reduce__(self) -> tuple[type[UnknownDatasetError], tuple[str, list[str]]]:
+        return UnknownDatasetError, (self.name, self.available)  # as DivergedError's
+
 
 class DatasetUnavailableError(UserError):
     """A known dataset whose files are not in the data directory."""
@@ -48,7 +51,12 @@ class DivergedError(UserError):
             f"training diverged at step {step}: loss is {loss}. "
             "Lower the learning rate (optimizer.lr) or check the inputs for NaN values."
         )
-        self.step = step
+        self.step, self.loss = step, loss
+
+    def __reduce__(self) -> tuple[type[DivergedError], tuple[int, float]]:
+        # What pickle rebuilds it from (a process pool sends it back to its parent): the
+        # constructor's own arguments, not the message `args` holds.
+        return DivergedError, (self.step, self.loss)
 
 
 class ArtifactNotFoundError(UserError):
@@ -68,3 +76,6 @@ class TrialPruned(ArchsearchError):
         super().__init__(f"pruned by its study's pruner after epoch {epoch}")
         self.epoch = epoch
         self.metrics = dict(metrics)
+
+    def __reduce__(self) -> tuple[type[TrialPruned], tuple[int, dict[str, float]]]:
+        return TrialPruned, (self.epoch, self.metrics)  # as DivergedError's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ from torch import nn
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
-from archsearch.core.errors import DivergedError, JobCancelled
+from archsearch.core.errors import DivergedError, JobCancelled, TrialPruned, UnknownDatasetError
 from archsearch.core.methods import train as train_method
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.training import TrainHooks, fit, lr_factor, seed_everything
@@ -96,6 +97,18 @@ def test_divergence_raises_a_user_error_naming_the_fix(digits: Dataset) -> None:
             hooks=TrainHooks(loss=loss_turning_nan),
         )
     assert caught.value.step == 4
+
+
+def test_errors_with_their_own_arguments_cross_a_process_boundary() -> None:
+    # A process pool pickles an exception back to its parent: it must come back whole.
+    for error in (
+        DivergedError(4, float("inf")),
+        UnknownDatasetError("nope", ["digits"]),
+        TrialPruned(2, {"val_accuracy": 0.5}),
+    ):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+        assert vars(again) == vars(error)
 
 
 def test_training_learns_digits(digits: Dataset) -> None:

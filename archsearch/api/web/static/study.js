@@ -62,6 +62,7 @@
       el("td", { text: arm.method }),
       el("td", { text: jobsText }),
       el("td", { class: "num", text: stat(arm.test_accuracy) }),
+      el("td", { class: "num", text: stat(arm.val_accuracy) }),
       el("td", { class: "num", text: stat(arm.parameters, count, count) }),
       el("td", { class: "num", text: stat(arm.macs, count, count) }),
       el("td", { class: "num", text: stat(arm.compact_bytes, size, size) }),
