@@ -139,7 +139,18 @@
   async function refresh() {
     study = await api(`/v1/studies/${id}`);
     await loadNewJobs();
+    await reconcileJobs();
     show();
+  }
+
+  // A job that changed between the page's first listing and the stream's start has no event
+  // to come: whenever the study's counts move, its open rows are read again.
+  let countsSeen = null;
+  async function reconcileJobs() {
+    const counts = JSON.stringify(study.counts || {});
+    if (counts === countsSeen || ![...jobs.values()].some((job) => !AS.ended(job.status))) return;
+    countsSeen = counts;
+    for (const job of (await api(`/v1/jobs?study=${id}&limit=500`)).data) onJob(job);
   }
 
   // Poll while the study runs, then until its artifacts are built (a little after it ends).
