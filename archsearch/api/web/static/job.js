@@ -150,6 +150,7 @@
     document.getElementById("previews").replaceChildren(...previews);
     const names = result.data.map((a) => a.name);
     if (names.includes("figures.json")) showFigures();
+    if (AS.ended(job.status)) showRuns();
     if (names.includes("deployment.json")) showLayers(names.includes("density.json"));
     else if (names.includes("density.json")) showDensity();
   }
@@ -171,6 +172,34 @@
       ["utilisation", busy], ["wall time", `${f.wall_seconds.toFixed(1)} s`]];
     document.getElementById("device-figures").replaceChildren(el("dl", { class: "facts", id: "figures" },
       rows.flatMap(([label, value]) => fact(label, value))));
+  }
+
+  // Every run of the job (a job handed back or whose worker was lost runs again), from the
+  // usage API: what each run held, the share of its device it was charged for, and what it
+  // used of it. A run killed with its process could not report its figures: "–".
+  function busyText(run) {
+    if (run.utilization == null) return "–";
+    return run.device === "cuda" ? `${(100 * run.utilization).toFixed(0)} %` : `${num(run.utilization, 2)} cores`;
+  }
+  async function showRuns() {
+    const usage = await api(`/v1/usage/jobs/${id}`);
+    if (!usage.runs.length) return;
+    const headings = ["run", "device", "worker", "held", "device share", "charged", "peak memory", "utilisation", "ended"];
+    const table = el("table", { class: "grid", id: "runs" },
+      el("thead", {}, el("tr", {}, headings.map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, usage.runs.map((r) => el("tr", { "data-attempt": String(r.attempt) },
+        el("td", { class: "num", text: String(r.attempt) }),
+        el("td", { text: r.device_name ? `${r.device} · ${r.device_name}` : r.device }),
+        el("td", { class: "mono", text: r.worker }),
+        el("td", { class: "num", text: `${r.held_seconds.toFixed(1)} s` }),
+        el("td", { class: "num", text: num(r.device_share, 3) }),
+        el("td", { class: "num", text: `${r.device_seconds.toFixed(1)} s` }),
+        el("td", { class: "num", text: r.peak_memory_mb == null ? "–" : bytes(r.peak_memory_mb * 2 ** 20) }),
+        el("td", { class: "num", text: busyText(r) }),
+        el("td", { text: r.given_back ? "handed back" : r.ended_at ? when(r.ended_at) : "–" })))));
+    const total = `${usage.device_seconds.toFixed(1)} device-seconds charged in ${usage.runs.length} run${usage.runs.length === 1 ? "" : "s"}`;
+    document.getElementById("device-runs").replaceChildren(el("h3", { text: "Runs" }),
+      el("div", { class: "table-wrap" }, table), el("p", { class: "muted", id: "runs-total", text: total }));
   }
 
   // Dense against compact (or nonzero) counts, from the metrics the methods report.
