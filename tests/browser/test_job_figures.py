@@ -41,8 +41,9 @@ RENUMBER_SQL = "UPDATE job_attempts SET attempt = 2 WHERE job_id = %(job)s"
 EARLIER_RUN_SQL = """
 INSERT INTO job_attempts (job_id, attempt, team_id, owner_id, method, device, worker,
                           started_at, last_seen_at, ended_at, seconds, device_share, given_back)
-SELECT job_id, 1, team_id, owner_id, method, 'cpu', 'leaving-worker', started_at - interval '1 minute',
-       started_at - interval '50 seconds', started_at - interval '50 seconds', 10, 0.25, true
+SELECT job_id, 1, team_id, owner_id, method, 'cpu', 'leaving-worker',
+       started_at - interval '1 minute', started_at - interval '50 seconds',
+       started_at - interval '50 seconds', 10, 0.25, true
 FROM job_attempts WHERE job_id = %(job)s AND attempt = 2
 """
 
