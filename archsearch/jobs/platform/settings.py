@@ -83,10 +83,10 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="a silent worker loses its job after this"
     )
     progress_flush_seconds: float = Field(
-        # 1 s, not 0.5: the progress write is the fleet's most frequent (already a HOT
-        # update, its cost is the transaction itself), and a live curve a second behind
-        # still reads as live; at 1 s a 10,000-worker fleet stays under 0.5 ms of
-        # PostgreSQL CPU per worker-second (bench/fleet.py, docs/cluster.md).
+        # 1 s on one machine, where the database's cost does not matter and a live curve a
+        # second behind reads as live. The cluster's ConfigMap sets 2 s: the progress write
+        # is a fleet's most frequent, and at 1 s a worker costs PostgreSQL 0.53-0.62 ms of
+        # CPU a second, at 2 s 0.33-0.37 (bench/fleet.py, docs/cluster.md "Sizing").
         default=1.0,
         gt=0,
         le=60,
