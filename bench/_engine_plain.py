@@ -47,7 +47,7 @@ def plain_fit(
 ) -> float:
     """The minimal loop: shuffle, step (with the spec's learning-rate schedule, as a user
     writes it with torch's own scheduler), and measure the test split after every epoch in
-    batches of 512, as the job does (`core.training.EVAL_BATCH`; one 10,000-sample batch
+    batches of 512, as the job does (`core.evaluation.EVAL_BATCH`; one 10,000-sample batch
     through a graph model costs more than the job's whole test pass: large activations)."""
     epochs, batch_size = training.epochs, training.batch_size
     flush_subnormals()

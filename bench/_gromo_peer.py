@@ -38,8 +38,9 @@ import torch
 import torch.nn.functional as F
 
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.evaluation import evaluate
 from archsearch.core.nn.growable import carry_optimizer_state
-from archsearch.core.training import epoch_batches, evaluate, lr_factor, steps_per_epoch
+from archsearch.core.training import epoch_batches, lr_factor, steps_per_epoch
 from archsearch.specs import GrowJob
 
 CPU = torch.device("cpu")

@@ -42,6 +42,7 @@ from _rigl import rigl_benchmark  # noqa: E402  (beside this script)
 
 from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
+from archsearch.core.evaluation import evaluate  # noqa: E402
 from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
 from archsearch.core.float_mode import flush_denormals  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
@@ -55,7 +56,7 @@ from archsearch.core.pruning.build import (  # noqa: E402
 )
 from archsearch.core.pruning.compact import compact_model  # noqa: E402
 from archsearch.core.pruning.units import unit_plan  # noqa: E402
-from archsearch.core.training import evaluate, seed_everything  # noqa: E402
+from archsearch.core.training import seed_everything  # noqa: E402
 from archsearch.specs import DatasetRef, parse_job_spec  # noqa: E402
 
 DATA_DIRS = (bench_data_dir(),)

@@ -34,12 +34,13 @@ from _data_dir import bench_data_dir
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
+from archsearch.core.evaluation import evaluate
 from archsearch.core.float_mode import flush_denormals
 from archsearch.core.methods import get_method
 from archsearch.core.methods.search import train_wiring
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import searchable_edges
-from archsearch.core.training import evaluate, seed_everything
+from archsearch.core.training import seed_everything
 from archsearch.specs import SearchJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig

@@ -17,7 +17,7 @@ from torch import nn
 from archsearch.core.context import RunWarning
 from archsearch.core.data.inputs import Rows
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.training import EVAL_BATCH
+from archsearch.core.evaluation import EVAL_BATCH
 
 # Accuracy within this margin of the best constant answer counts as chance level. A margin,
 # because a model that beats "always the majority class" by a hair has still learned nothing.
@@ -58,7 +58,7 @@ def prediction_check(
     """Metrics `predicted_classes` and `majority_prediction_share`, and the warnings.
 
     `counts`: the predicted-class counts on the test split when the caller's final
-    evaluation already computed them (`training.evaluate_predictions`, `FitResult`); the
+    evaluation already computed them (`evaluation.evaluate_predictions`, `FitResult`); the
     test split is then not run through the model a second time.
     """
     if counts is None:

@@ -21,9 +21,10 @@ from torch import nn
 from archsearch.core import runlog
 from archsearch.core.budget import count_optimizer_step, count_training_samples, counted
 from archsearch.core.context import RunContext
-from archsearch.core.data.inputs import Rows, take_rows
+from archsearch.core.data.inputs import take_rows
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import DivergedError, JobCancelled, TrialPruned
+from archsearch.core.evaluation import evaluate_predictions, validation_metrics
 from archsearch.core.float_mode import subnormals_flushed
 from archsearch.core.optimizers import FunctionalOptimizer, LambdaSchedule, clear_grads
 from archsearch.core.precision import autocast
@@ -31,10 +32,6 @@ from archsearch.specs.common import OptimizerSpec, ScheduleSpec, TrainingSpec
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 REPORT_EVERY = 50  # optimiser steps per reported mean of a hook's per-step metrics
-# Test passes run in batches of this many samples: at 2048, a neural graph's node states
-# (about 50 MB a block) leave the CPU caches and a pass took twice as long; an MLP's time
-# is the same at 512.
-EVAL_BATCH = 512
 
 
 def seed_everything(seed: int) -> None:
@@ -118,34 +115,6 @@ def steps_per_epoch(n: int, batch_size: int) -> int:
 
 def cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(model(x), y)
-
-
-def evaluate(
-    model: nn.Module, x: Rows, y: torch.Tensor, device: torch.device, batch_size: int = EVAL_BATCH
-) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of `model` on (x, y), in eval mode."""
-    loss, accuracy, _ = evaluate_predictions(model, x, y, device, batch_size)
-    return loss, accuracy
-
-
-@torch.no_grad()
-def evaluate_predictions(
-    model: nn.Module, x: Rows, y: torch.Tensor, device: torch.device, batch_size: int = EVAL_BATCH
-) -> tuple[float, float, torch.Tensor]:
-    """`evaluate`, plus how many inputs the model assigns to each class (argmax counts), so
-    the collapse check after training (`core.quality`) needs no second test pass."""
-    was_training = model.training
-    model.eval()
-    loss_sum, correct, predicted = 0.0, 0, []
-    for start in range(0, len(x), batch_size):
-        xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
-        logits = model(xb)
-        loss_sum += F.cross_entropy(logits, yb, reduction="sum").item()
-        predicted.append(logits.argmax(1))
-        correct += (predicted[-1] == yb).sum().item()
-    model.train(was_training)
-    counts = torch.bincount(torch.cat(predicted).cpu()) if predicted else torch.zeros(1).long()
-    return loss_sum / max(1, len(x)), correct / max(1, len(x)), counts
 
 
 def ensure_finite(loss: torch.Tensor, step: int) -> None:
@@ -299,15 +268,6 @@ def _epoch_row(
     row.update(validation_metrics(model, data, device))
     row.update((hooks.after_epoch(epoch) if hooks.after_epoch else None) or {})
     return row, counts
-
-
-def validation_metrics(model: nn.Module, data: Dataset, device: torch.device) -> dict[str, float]:
-    """`val_loss` and `val_accuracy` of `model` on the rows `data` holds apart (a study's
-    trial: `data.loaders.hold_out_validation`); none when it holds none."""
-    if data.x_val is None or data.y_val is None:
-        return {}
-    loss, accuracy = evaluate(model, data.x_val, data.y_val, device)
-    return {"val_loss": loss, "val_accuracy": accuracy}
 
 
 def _checkpoint_state(

@@ -17,6 +17,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.data.uploaded import uploaded_dataset, uploaded_info
 from archsearch.core.errors import JobCancelled
+from archsearch.core.evaluation import evaluate_predictions
 from archsearch.core.export import load_model, tensors_from_bytes
 from archsearch.core.methods import get_method
 from archsearch.core.methods.prune import mask_schedule, run, train_masks
@@ -38,7 +39,7 @@ from archsearch.core.pruning.trainer import (
     PositiveCount,
     quantile_by_selection,
 )
-from archsearch.core.training import cross_entropy, evaluate_predictions, fit, seed_everything
+from archsearch.core.training import cross_entropy, fit, seed_everything
 from archsearch.specs import DatasetRef, parse_job_spec
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 from archsearch.specs.prune_model_configs import MobileNetV1Config, VGGConfig

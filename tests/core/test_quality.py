@@ -7,8 +7,9 @@ from torch import nn
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
+from archsearch.core.evaluation import evaluate, evaluate_predictions
 from archsearch.core.quality import predicted_class_counts, prediction_check
-from archsearch.core.training import evaluate, evaluate_predictions, fit
+from archsearch.core.training import fit
 from archsearch.specs.common import DatasetRef, TrainingSpec
 
 

@@ -20,8 +20,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.client import ApiError, ArchsearchClient
+from archsearch.core.evaluation import evaluate
 from archsearch.core.export import load_model
-from archsearch.core.training import evaluate
 from archsearch.jobs.domain.datasets.tables import UploadedDataset
 from archsearch.jobs.domain.tables import Job
 from archsearch.schemas.datasets import UploadedDatasetPublic

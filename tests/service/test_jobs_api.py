@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.client import ApiError, ArchsearchClient
 from archsearch.core.data.loaders import load_dataset
+from archsearch.core.evaluation import evaluate
 from archsearch.core.export import load_model
-from archsearch.core.training import evaluate
 from archsearch.jobs.domain.tables import Artifact, Job, JobEvent, Metric
 from archsearch.specs import DatasetRef
 

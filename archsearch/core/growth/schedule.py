@@ -24,12 +24,12 @@ from torch import nn
 
 from archsearch.core.budget import count_statistics
 from archsearch.core.data.loaders import Dataset
+from archsearch.core.evaluation import evaluate_predictions
 from archsearch.core.export import count_parameters
 from archsearch.core.growth import cnn_step
 from archsearch.core.growth.layer_step import LayerPolicy, grow_layer
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.growable import linears
-from archsearch.core.training import evaluate_predictions
 from archsearch.specs.grow import GrowJob
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
 

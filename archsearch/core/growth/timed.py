@@ -14,7 +14,8 @@ from torch import nn
 
 from archsearch.core.budget import count_training_samples
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.training import ensure_finite, epoch_batches, evaluate, make_optimizer
+from archsearch.core.evaluation import evaluate
+from archsearch.core.training import ensure_finite, epoch_batches, make_optimizer
 from archsearch.specs.common import TrainingSpec
 
 

@@ -18,6 +18,7 @@ from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import registry_deployable, write_deployment
 from archsearch.core.errors import IncompatibleModelError
+from archsearch.core.evaluation import evaluate_predictions, validation_metrics
 from archsearch.core.export import (
     count_macs,
     count_parameters,
@@ -32,7 +33,7 @@ from archsearch.core.growth.schedule import GrowState, architecture_for, hidden_
 from archsearch.core.growth.timed import train_for_seconds
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
-from archsearch.core.training import evaluate_predictions, seed_everything, validation_metrics
+from archsearch.core.training import seed_everything
 from archsearch.specs.grow import GROW_ACTIVATIONS, GrowJob
 from archsearch.specs.model_configs import MLPConfig
 

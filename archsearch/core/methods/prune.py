@@ -17,6 +17,7 @@ import torch
 from archsearch.core.context import Result, RunContext, RunWarning
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import pruned_deployable, write_deployment
+from archsearch.core.evaluation import evaluate, evaluate_predictions, validation_metrics
 from archsearch.core.export import curves_png, json_bytes
 from archsearch.core.models import Architecture
 from archsearch.core.nn.masked import freeze_masks, hard_masks, masks_frozen, set_masks
@@ -39,16 +40,7 @@ from archsearch.core.pruning.rigl import RigL, RigLSchedule
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
 from archsearch.core.pruning.units import units_kept
 from archsearch.core.quality import prediction_check
-from archsearch.core.training import (
-    FitResult,
-    TrainHooks,
-    evaluate,
-    evaluate_predictions,
-    fit,
-    seed_everything,
-    steps_per_epoch,
-    validation_metrics,
-)
+from archsearch.core.training import FitResult, TrainHooks, fit, seed_everything, steps_per_epoch
 from archsearch.specs.budget import IMP_PRUNE_FRACTION
 from archsearch.specs.prune import PruneJob, rigl_updates
 

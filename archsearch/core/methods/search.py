@@ -18,20 +18,14 @@ from torch import nn
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import Deployable, write_deployment
+from archsearch.core.evaluation import evaluate, evaluate_predictions
 from archsearch.core.export import count_parameters, curves_png, json_bytes, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
 from archsearch.core.search.compact import compact_architecture, compact_model, model_macs
 from archsearch.core.search.report import adjacency_png, graph_json, mask_bytes, swaps_png
 from archsearch.core.search.strategies import EdgeController, searchable_edges
-from archsearch.core.training import (
-    TrainHooks,
-    evaluate,
-    evaluate_predictions,
-    fit,
-    seed_everything,
-    steps_per_epoch,
-)
+from archsearch.core.training import TrainHooks, fit, seed_everything, steps_per_epoch
 from archsearch.specs import SearchJob, TrainingSpec
 from archsearch.specs.budget import DENSE_FIRST
 
