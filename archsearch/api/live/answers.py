@@ -7,7 +7,7 @@ change committed before the request arrived has then been applied, on whichever 
 was made, so the state an answer shows (status, cancel, priority, attempts, error, ...) is
 as fresh as a database read.
 
-Progress notifies nothing (it is written once a second per running job; see the feed), so
+Progress notifies nothing (written every 1-2 s per running job; see the feed), so
 a running job's answer is kept at most the workers' interval between progress writes
 (`Settings.progress_flush_seconds`): its progress figures are then at most that much older
 than the database's, which is itself up to that much behind the job.
