@@ -29,6 +29,9 @@ from tests.service.conftest import (  # noqa: F401 (fixtures, found by name)
 from tests.service.procs import REDIS_URL
 
 CHROMIUM = Path("/usr/bin/chromium")
+# The browser suite's API, worker and browser end with its last test ("package" scope), not
+# with the session: their pooled PostgreSQL connections would otherwise stay open through the
+# service suite, whose 64-claimer test needs 64 of the server's 100 at once.
 # How long a wait for a page event (a job's end, a study's end) may take before the test
 # calls it a hang. Waits end on the event itself; this bound only has to outlast a loaded
 # machine, so it is generous.
@@ -53,7 +56,7 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:  # noqa: F811
     home = tmp_path_factory.mktemp("browser-home")
     return {
@@ -70,7 +73,7 @@ def service_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api_url(service_env: dict[str, str], log_dir: Path) -> Iterator[str]:  # noqa: F811
     port = procs.free_port()
     proc = procs.start("api", ["api", "--port", str(port)], service_env, log_dir)
@@ -80,14 +83,14 @@ def api_url(service_env: dict[str, str], log_dir: Path) -> Iterator[str]:  # noq
     proc.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def worker(service_env: dict[str, str], log_dir: Path) -> Iterator[procs.Proc]:  # noqa: F811
     proc = start_worker(service_env, log_dir, "browser-worker")
     yield proc
     proc.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium: Path) -> Iterator[Browser]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(chromium))

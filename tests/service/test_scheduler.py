@@ -4,6 +4,7 @@ concurrent claimers. Runs on a database of its own, which no worker process watc
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, delete, func, select
+from sqlalchemy import create_engine, delete, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.jobs.domain.accounts import repository as account_repo
@@ -245,6 +246,29 @@ def running_per(session: Session, column: Any) -> dict[uuid.UUID, int]:
     return {subject: count for subject, count in session.execute(query)}
 
 
+FREE_SLOTS_SQL = """
+SELECT current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int - count(*)
+FROM pg_stat_activity WHERE backend_type = 'client backend'
+"""
+HOLDERS_SQL = """
+SELECT coalesce(nullif(application_name, ''), '?') || ' on ' || coalesce(datname, '?'), count(*)
+FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1 ORDER BY 2 DESC
+"""
+
+
+def wait_for_free_connections(db: sessionmaker[Session], needed: int, seconds: float) -> None:
+    """The server's free connection slots (processes of earlier tests may still be closing
+    theirs), waited for; a failure names who holds the slots."""
+    deadline = time.monotonic() + seconds
+    with db() as session:
+        while (free := session.scalar(text(FREE_SLOTS_SQL))) < needed:
+            if time.monotonic() > deadline:
+                holders = session.execute(text(HOLDERS_SQL)).all()
+                pytest.fail(f"{free} free connection slots, {needed} needed; held: {holders}")
+            time.sleep(0.5)
+
+
 def test_64_claimers_fill_every_quota_exactly_and_never_share_a_job(
     db: sessionmaker[Session],
 ) -> None:
@@ -268,6 +292,7 @@ def test_64_claimers_fill_every_quota_exactly_and_never_share_a_job(
     open_jobs = {submit(db, people, str(unlimited.id)) for _ in range(40)}
 
     # A connection per claimer (the service's pool stops at 30).
+    wait_for_free_connections(db, 64, seconds=60)
     wide = make_session_factory(create_engine(db.kw["bind"].url, pool_size=64, max_overflow=0))
     claimed: list[uuid.UUID] = []
     lock, start = threading.Lock(), threading.Barrier(64)
