@@ -157,6 +157,11 @@
 
   // The run's device figures (figures.json): what each number is comes with it, and a
   // missing utilisation says why instead of showing a blank.
+  // A utilisation as its device measures it: a GPU's busy fraction, a CPU's cores kept busy.
+  function busyText(run) {
+    if (run.utilization == null) return "–";
+    return run.device === "cuda" ? `${(100 * run.utilization).toFixed(0)} %` : `${num(run.utilization, 2)} cores`;
+  }
   const PEAK_KINDS = {
     cuda_max_allocated: "peak GPU memory allocated by the run",
     rss_since_run_start: "peak resident memory of the process during the run",
@@ -165,8 +170,7 @@
   async function showFigures() {
     const f = await api(`/v1/jobs/${id}/artifacts/figures.json`);
     const busy = f.utilization == null ? `unknown: ${f.utilization_note || "not measured"}`
-      : f.device === "cuda" ? `${(100 * f.utilization).toFixed(0)} % (GPU, NVML mean)`
-        : `${num(f.utilization, 2)} cores busy on average (CPU time / wall time)`;
+      : `${busyText(f)} ${f.device === "cuda" ? "(GPU, NVML mean)" : "busy on average (CPU time / wall time)"}`;
     const rows = [["device", `${f.device} · ${f.device_name}`],
       ["peak memory", f.peak_memory_bytes == null ? "unknown" : `${bytes(f.peak_memory_bytes)} (${PEAK_KINDS[f.peak_memory_kind] || f.peak_memory_kind})`],
       ["utilisation", busy], ["wall time", `${f.wall_seconds.toFixed(1)} s`]];
@@ -177,10 +181,6 @@
   // Every run of the job (a job handed back or whose worker was lost runs again), from the
   // usage API: what each run held, the share of its device it was charged for, and what it
   // used of it. A run killed with its process could not report its figures: "–".
-  function busyText(run) {
-    if (run.utilization == null) return "–";
-    return run.device === "cuda" ? `${(100 * run.utilization).toFixed(0)} %` : `${num(run.utilization, 2)} cores`;
-  }
   async function showRuns() {
     const usage = await api(`/v1/usage/jobs/${id}`);
     if (!usage.runs.length) return;
