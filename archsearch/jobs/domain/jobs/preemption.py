@@ -13,7 +13,10 @@ worker on its way. One victim per waiting job, whatever dies during a hand-back:
 stopping for a job counts as on its way while its lease lives, even once its worker has gone
 silent, and the waiting job remembers (`victim_asked_until`, two leases: one to stop, one
 for its worker to claim) so that a victim handed back by a worker that then died is not
-replaced at once either. Callers own the transaction; nothing here commits.
+replaced at once either. A pass reads the waiting jobs and the live workers once, as rows
+(its cost grows with the fleet, never with the fleet times the queue: `preemption_match.py`
+matches them); it loads only the jobs it asks. Callers own the transaction; nothing here
+commits.
 """
 
 from __future__ import annotations
@@ -22,14 +25,14 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import or_, select, text
+from sqlalchemy import and_, or_, select, text
 from sqlalchemy.orm import Session
 
 from archsearch.jobs.domain.accounts.tables import Team, User
-from archsearch.jobs.domain.base import as_utc, utcnow
+from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import queue_repository as queue
-from archsearch.jobs.domain.jobs.offer import Offer
-from archsearch.jobs.domain.jobs.scheduler import full_owners_and_teams, live_workers
+from archsearch.jobs.domain.jobs.preemption_match import Slot, Waiting, choose_victims
+from archsearch.jobs.domain.jobs.scheduler import full_owners_and_teams
 from archsearch.jobs.domain.tables import Job, JobEvent, WorkerRecord
 from archsearch.jobs.domain.usage import quota
 from archsearch.jobs.platform.settings import Settings
@@ -45,14 +48,6 @@ class Preemption:
     victim_id: uuid.UUID  # the running job asked to stop for it
 
 
-@dataclass
-class Slot:
-    """A live worker and the job it runs (None: free, or between two jobs)."""
-
-    worker: WorkerRecord
-    job: Job | None
-
-
 def plan_preemptions(session: Session, settings: Settings) -> list[Preemption]:
     """Ask the fewest running jobs to stop so that every waiting job of at least
     `settings.preemption_priority` can start; returns the stops asked now."""
@@ -61,35 +56,23 @@ def plan_preemptions(session: Session, settings: Settings) -> list[Preemption]:
     waiting = _waiting_jobs(session, settings, PRIORITY_LEVELS[settings.preemption_priority])
     if not waiting:
         return []
-    slots, asked = _slots(session, settings), []
-    awaited = _victims_on_their_way(session, [job.id for job in waiting])
-    for job in waiting:
-        slot = _slot_on_its_way(job, slots)
-        if slot is None and _still_awaits_its_victim(job, awaited):
-            continue  # its victim's worker went silent mid-hand-back: no second victim yet
-        if slot is None and (slot := _victim_for(job, slots)) is not None:
-            assert slot.job is not None, "a victim runs a job"
-            asked.append(_request_stop(slot.job, job, settings))
-        if slot is not None:
-            slots.remove(slot)
+    awaited = _victims_on_their_way(session)
+    chosen = choose_victims(waiting, _slots(session, settings), awaited)
+    asked = [Preemption(job.id, victim) for job, victim in chosen]
+    _request_stops(session, asked, settings)
     return asked
 
 
-def _victims_on_their_way(session: Session, waiting: list[uuid.UUID]) -> set[uuid.UUID]:
-    """The waiting jobs a running job is stopping for, its lease alive (its worker may be
-    dead: the lease, not the heartbeat, says when the job is given up)."""
+def _victims_on_their_way(session: Session) -> set[uuid.UUID]:
+    """The jobs a running job is stopping for, its lease alive (its worker may be dead: the
+    lease, not the heartbeat, says when the job is given up). At most one per worker."""
     now = utcnow()
     query = select(Job.stop_requested_for).where(
         Job.status == JobStatus.running,
-        Job.stop_requested_for.in_(waiting),
+        Job.stop_requested_for.is_not(None),
         or_(Job.lease_expires_at.is_(None), Job.lease_expires_at > now),
     )
     return {job_id for job_id in session.scalars(query) if job_id is not None}
-
-
-def _still_awaits_its_victim(job: Job, awaited: set[uuid.UUID]) -> bool:
-    asked_until = job.victim_asked_until
-    return job.id in awaited or (asked_until is not None and as_utc(asked_until) > utcnow())
 
 
 def _take_tick_lock(session: Session) -> bool:
@@ -99,7 +82,7 @@ def _take_tick_lock(session: Session) -> bool:
     return bool(session.scalar(lock, {"key": PREEMPTION_LOCK}))
 
 
-def _waiting_jobs(session: Session, settings: Settings, level: int) -> list[Job]:
+def _waiting_jobs(session: Session, settings: Settings, level: int) -> list[Waiting]:
     """Queued jobs that may preempt, in scheduler order, leaving out those a quota holds:
     a free worker would not start them either."""
     per_user, per_team = queue.running_counts(session)
@@ -107,87 +90,55 @@ def _waiting_jobs(session: Session, settings: Settings, level: int) -> list[Job]
     full_users |= queue.paused(session, User)
     held = full_teams | queue.paused(session, Team) | quota.held_teams(session)
     query = (
-        select(Job)
+        select(Job.id, Job.priority, Job.device, Job.min_gpu_memory_gb, Job.victim_asked_until)
         .where(Job.status == JobStatus.queued, Job.priority >= level, ~Job.cancel_requested)
         .where(or_(Job.owner_id.is_(None), Job.owner_id.not_in(full_users)))
         .where(or_(Job.team_id.is_(None), Job.team_id.not_in(held)))
         .order_by(Job.priority.desc(), Job.created_at, Job.id)
     )
-    return list(session.scalars(query))
+    return [Waiting(*row) for row in session.execute(query)]
 
 
 def _slots(session: Session, settings: Settings) -> list[Slot]:
-    # A job's `worker` says where it runs; a worker row's `current_job_id` may lag behind
-    # (a first claim can commit before the new process's row exists).
-    workers = live_workers(session, settings)
-    names = [w.name for w in workers]
-    running = session.scalars(
-        select(Job).where(Job.worker.in_(names), Job.status == JobStatus.running)
+    """Every live worker with its running job, as rows. A job's `worker` says where it runs;
+    a worker row's `current_job_id` may lag behind (a first claim can commit before the new
+    process's row exists)."""
+    since = utcnow() - timedelta(seconds=settings.lease_seconds)
+    running = and_(Job.worker == WorkerRecord.name, Job.status == JobStatus.running)
+    query = (
+        select(WorkerRecord.name, WorkerRecord.device, WorkerRecord.gpu_memory_gb)
+        .add_columns(Job.id, Job.priority, Job.created_at, Job.stop_requested_for)
+        .outerjoin(Job, running)
+        .where(WorkerRecord.heartbeat_at >= since)
+        .order_by(WorkerRecord.name, Job.created_at.desc())
     )
-    jobs = {job.worker: job for job in running}
-    return [Slot(w, jobs.get(w.name)) for w in workers]
+    slots: dict[str, Slot] = {}
+    for name, device, memory, job_id, priority, created_at, stopping_for in session.execute(query):
+        if name not in slots:  # one job per worker, its newest, should a stale row linger
+            busy = dict(job_id=job_id, priority=priority or 0, created_at=created_at)
+            slots[name] = Slot(len(slots), device, memory, stop_requested_for=stopping_for, **busy)
+    return list(slots.values())
 
 
-def can_run(worker: WorkerRecord, job: Job) -> bool:
-    """Whether the scheduler would give `job` to `worker` (its device and GPU memory)."""
-    if job.device not in Offer(worker.device, worker.gpu_memory_gb).accepts:
-        return False
-    if job.min_gpu_memory_gb is None:
-        return True
-    if worker.device == "cpu":
-        return False
-    return worker.gpu_memory_gb is None or job.min_gpu_memory_gb <= worker.gpu_memory_gb
-
-
-def _slot_on_its_way(job: Job, slots: list[Slot]) -> Slot | None:
-    """A worker `job` will get without a new preemption: one stopping its job for `job`,
-    else a free one, else one stopping for a job that no longer waits."""
-    fits = [s for s in slots if can_run(s.worker, job)]
-    for wanted in (
-        lambda s: s.job is not None and s.job.stop_requested_for == job.id,
-        lambda s: s.job is None,
-        lambda s: s.job is not None and s.job.stop_requested_for is not None,
-    ):
-        if found := next((s for s in fits if wanted(s)), None):
-            return found
-    return None
-
-
-def _victim_for(job: Job, slots: list[Slot]) -> Slot | None:
-    """The slot running the job of the lowest priority below `job`'s, the youngest first."""
-    lower = [
-        s
-        for s in slots
-        if s.job is not None
-        and s.job.stop_requested_for is None
-        and s.job.priority < job.priority
-        and can_run(s.worker, job)
-    ]
-    if not lower:
-        return None
-    return min(lower, key=lambda s: _victim_rank(s.job))
-
-
-def _victim_rank(job: Job | None) -> tuple[int, float]:
-    assert job is not None, "only busy slots are ranked"
-    return job.priority, -as_utc(job.created_at).timestamp()
-
-
-def _request_stop(victim: Job, job: Job, settings: Settings) -> Preemption:
-    """Name `job` on `victim`, and say so in both jobs' events."""
-    victim.stop_requested_for = job.id
-    job.victim_asked_until = utcnow() + timedelta(seconds=2 * settings.lease_seconds)
-    needs = f"job {job.id} ({priority_name(job.priority)} priority) needs its worker"
-    victim.events.append(_event(victim, f"preemption asked: {needs}; stopping at a checkpoint"))
-    low = priority_name(victim.priority)
-    job.events.append(_event(job, f"preempting job {victim.id} ({low} priority) to start"))
-    return Preemption(job.id, victim.id)
+def _request_stops(session: Session, asked: list[Preemption], settings: Settings) -> None:
+    """Name each waiting job on its victim, and say so in both jobs' events."""
+    ids = [each.job_id for each in asked] + [each.victim_id for each in asked]
+    jobs = {job.id: job for job in session.scalars(select(Job).where(Job.id.in_(ids)))}
+    until = utcnow() + timedelta(seconds=2 * settings.lease_seconds)
+    for each in asked:
+        job, victim = jobs[each.job_id], jobs[each.victim_id]
+        victim.stop_requested_for = job.id
+        job.victim_asked_until = until
+        needs = f"job {job.id} ({priority_name(job.priority)} priority) needs its worker"
+        session.add(_event(victim, f"preemption asked: {needs}; stopping at a checkpoint"))
+        low = priority_name(victim.priority)
+        session.add(_event(job, f"preempting job {victim.id} ({low} priority) to start"))
 
 
 def _event(job: Job, reason: str) -> JobEvent:
     """An event that changes no status."""
     status = JobStatus(job.status).value
-    return JobEvent(from_status=status, to_status=status, reason=reason, actor=ACTOR)
+    return JobEvent(job_id=job.id, from_status=status, to_status=status, reason=reason, actor=ACTOR)
 
 
 def stop_requested_for(session: Session, job_id: uuid.UUID) -> uuid.UUID | None:
