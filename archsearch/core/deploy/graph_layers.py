@@ -7,7 +7,8 @@ conv nodes, a 3x3 depthwise conv).
   sample runs (`run_one`, `vector_forms`) and the Concat-free form the ONNX export takes.
 - `NodeOp`: what follows a product, the rest of the node op.
 
-`core.deploy.compiled_graph` builds them from a compact graph.
+`core.deploy.compiled_static` and `core.deploy.compiled_dynamic` build them from a compact
+graph.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 section 2.1: a static graph's forward pass, each node's state the activation of the
 weighted sum of the states of the nodes before it).
 
-`core.deploy.compiled_graph` compiles a static graph to one product per destination block;
+`core.deploy.compiled_static` compiles a static graph to one product per destination block;
 for an MLP-style classifier at one sample, and in its ONNX export, those products run
 unrolled instead: one product from the input nodes to every later node, then (hidden blocks
 - 1) rounds of h = act(a + U h) with U block lower triangular, then one output product. At

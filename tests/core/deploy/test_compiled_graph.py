@@ -10,13 +10,9 @@ import pytest
 import torch
 
 from archsearch.core.deploy import load_deployed
-from archsearch.core.deploy.compiled_graph import (
-    CompiledDynamicGraph,
-    CompiledGraphClassifier,
-    CompiledStaticGraph,
-    compile_graphs,
-    needed_per_step,
-)
+from archsearch.core.deploy.compiled_dynamic import CompiledDynamicGraph, needed_per_step
+from archsearch.core.deploy.compiled_graph import CompiledGraphClassifier, compile_graphs
+from archsearch.core.deploy.compiled_static import CompiledStaticGraph
 from archsearch.core.deploy.forms import SparseLinear, apply_forms, choose_forms
 from archsearch.core.deploy.one_sample import DepthwiseConv, PointwiseConv
 from archsearch.core.deploy.onnx import (

@@ -11,7 +11,7 @@ import torch
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import Dataset, load_dataset
 from archsearch.core.deploy import load_deployed
-from archsearch.core.deploy.compiled_graph import CompiledStaticGraph
+from archsearch.core.deploy.compiled_static import CompiledStaticGraph
 from archsearch.core.export import load_model
 from archsearch.core.methods import get_method
 from archsearch.core.models import Architecture
