@@ -55,7 +55,7 @@ from archsearch.core.deploy.onnx import export_onnx, ort_call, ort_session, spar
 from archsearch.core.export import count_macs, model_to_bytes, sparse_state_bytes
 from archsearch.core.float_mode import flush_denormals
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import hard_masks, mask_model, set_masks
+from archsearch.core.nn.masked_model import hard_masks, mask_model, set_masks
 from archsearch.core.nn.neural_graph import DynamicGraph, StaticGraph
 from archsearch.core.pruning.build import plain_model
 from archsearch.core.pruning.compact import compact_model

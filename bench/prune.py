@@ -47,7 +47,7 @@ from archsearch.core.export import load_model, tensors_to_bytes  # noqa: E402
 from archsearch.core.float_mode import flush_denormals  # noqa: E402
 from archsearch.core.methods import prune, train, transfer  # noqa: E402
 from archsearch.core.models import Architecture, create_model  # noqa: E402
-from archsearch.core.nn.masked import hard_masks, mask_model, set_masks  # noqa: E402
+from archsearch.core.nn.masked_model import hard_masks, mask_model, set_masks  # noqa: E402
 from archsearch.core.pruning.baselines import iterative_magnitude_pruning  # noqa: E402
 from archsearch.core.pruning.build import (  # noqa: E402
     build_masked_model,

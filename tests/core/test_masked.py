@@ -7,9 +7,8 @@ import torch
 from torch import nn
 
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import (
-    MaskedConv2d,
-    MaskedLinear,
+from archsearch.core.nn.masked import MaskedConv2d, MaskedLinear
+from archsearch.core.nn.masked_model import (
     hard_masks,
     make_weight_free,
     mask_model,

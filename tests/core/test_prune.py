@@ -22,7 +22,7 @@ from archsearch.core.export import load_model, tensors_from_bytes
 from archsearch.core.methods import get_method
 from archsearch.core.methods.prune import mask_schedule, run, train_masks
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import (
+from archsearch.core.nn.masked_model import (
     make_weight_free,
     mask_logits,
     mask_model,
@@ -196,7 +196,7 @@ def test_compact_model_matches_masked_model(activation: str) -> None:
     keep["layers.1"][:, 4:7] = False  # units 4-6 of layer 1: no outputs
     keep["layers.1"][:3] = False  # units 0-2 of layer 2: no inputs
     set_masks(model, keep)
-    from archsearch.core.nn.masked import plain_state_dict
+    from archsearch.core.nn.masked_model import plain_state_dict
 
     compact, compact_arch = compact_model(plain_state_dict(model), arch)
     assert compact_arch.config.hidden[0] <= 12 - 7 and compact_arch.config.hidden[1] <= 9 - 3
@@ -251,7 +251,7 @@ def test_compact_conv_model_matches_masked_model(config) -> None:
     keep[second][:, 2:4] = False  # channels 2-3 of conv 0: no outputs
     keep[second][:2] = False  # channels 0-1 of conv 1: no inputs
     set_masks(model, keep)
-    from archsearch.core.nn.masked import plain_state_dict
+    from archsearch.core.nn.masked_model import plain_state_dict
 
     compact, compact_arch = compact_model(plain_state_dict(model), arch)
     x = torch.randn(6, 1, 8, 8)

@@ -15,7 +15,7 @@ from archsearch.core.export import load_model, tensors_from_bytes
 from archsearch.core.methods import transfer
 from archsearch.core.methods.prune import run
 from archsearch.core.models import Architecture
-from archsearch.core.nn.masked import hard_masks, masked_layers, set_masks
+from archsearch.core.nn.masked_model import hard_masks, masked_layers, set_masks
 from archsearch.core.pruning.build import build_masked_model, plain_model
 from archsearch.core.pruning.compact import compact_model
 from archsearch.core.pruning.units import as_unit_masks, as_weight_masks

@@ -15,7 +15,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.methods import prune
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import mask_model
+from archsearch.core.nn.masked_model import mask_model
 from archsearch.core.pruning.rigl import RigL, RigLSchedule, layer_densities
 from archsearch.specs import parse_job_spec
 from archsearch.specs.errors import problem_field, problem_message

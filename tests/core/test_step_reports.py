@@ -13,7 +13,7 @@ from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import load_dataset
 from archsearch.core.methods import prune
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import mask_logits
+from archsearch.core.nn.masked_model import mask_logits
 from archsearch.core.training import REPORT_EVERY, TrainHooks, fit, steps_per_epoch
 from archsearch.specs import DatasetRef, parse_job_spec
 from archsearch.specs.common import TrainingSpec

@@ -20,7 +20,7 @@ from archsearch.core.deploy import pruned_deployable, write_deployment
 from archsearch.core.evaluation import evaluate, evaluate_predictions, validation_metrics
 from archsearch.core.export import curves_png, json_bytes
 from archsearch.core.models import Architecture
-from archsearch.core.nn.masked import freeze_masks, hard_masks, masks_frozen, set_masks
+from archsearch.core.nn.masked_model import freeze_masks, hard_masks, masks_frozen, set_masks
 from archsearch.core.pruning.baselines import (
     iterative_magnitude_pruning,
     random_masks,

@@ -24,7 +24,7 @@ from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import UserError
 from archsearch.core.export import curves_png, tensors_from_bytes
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import mask_model, prunable_layer_names, set_masks
+from archsearch.core.nn.masked_model import mask_model, prunable_layer_names, set_masks
 from archsearch.core.pruning.baselines import random_masks, random_unit_masks, reshuffle_masks
 from archsearch.core.pruning.build import density_report, mask_bytes, save_pruned, weight_params
 from archsearch.core.pruning.units import as_unit_masks, as_weight_masks

@@ -1,9 +1,9 @@
 """The weight-free layer as a scaled mask: b * (x @ m^T) instead of x @ (b m)^T.
 
 "Disentangling Neural Architectures and Weights", section 5: a weight-free network's links
-take values in {0, b}, one constant b per layer (`nn.masked.make_weight_free`), so a layer
-is the {0, 1} mask m times b. Mixed into `nn.masked.MaskedMixin`: a layer that knows its
-weight is that constant feeds the mask itself to the matrix product and scales the
+take values in {0, b}, one constant b per layer (`nn.masked_model.make_weight_free`), so a
+layer is the {0, 1} mask m times b. Mixed into `nn.masked.MaskedMixin`: a layer that knows
+its weight is that constant feeds the mask itself to the matrix product and scales the
 (batch, out) output, and the shortcut ends as soon as the weight or bias is written.
 """
 

@@ -23,7 +23,7 @@ from torch import nn
 
 from archsearch.core.context import RunContext
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.nn.masked import masked_layers, set_masks
+from archsearch.core.nn.masked_model import masked_layers, set_masks
 from archsearch.core.pruning.units import unit_l1_scores
 from archsearch.core.training import fit
 from archsearch.specs.budget import imp_schedule

@@ -18,7 +18,7 @@ from archsearch.core.export import (
     tensors_to_bytes,
 )
 from archsearch.core.models import Architecture, create_model
-from archsearch.core.nn.masked import (
+from archsearch.core.nn.masked_model import (
     hard_masks,
     layer_densities,
     make_weight_free,

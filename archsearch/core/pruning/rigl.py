@@ -9,11 +9,12 @@ largest gradient of the dense weight (k = the cosine-decayed `drop_fraction` of 
 weights); grown weights start at zero. Layer densities: Erdos-Renyi-Kernel (`erk`,
 section 3) or the same in every layer.
 
-The masks live in the masked layers' frozen logits (`nn.masked.set_masks`), so the trained
-model is saved, compacted and transferred like a learned mask. Inactive weights are kept at
-zero at every update, so the dense gradient is one backward of the same function with every
-mask open. Deviation: the optimiser's moments of a grown weight are not reset (`fit` owns
-the optimiser); an inactive weight's gradient is zero, so its first moment has decayed.
+The masks live in the masked layers' frozen logits (`nn.masked_model.set_masks`), so the
+trained model is saved, compacted and transferred like a learned mask. Inactive weights are
+kept at zero at every update, so the dense gradient is one backward of the same function
+with every mask open. Deviation: the optimiser's moments of a grown weight are not reset
+(`fit` owns the optimiser); an inactive weight's gradient is zero, so its first moment has
+decayed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from torch import nn
 
 from archsearch.core.budget import count_statistics
 from archsearch.core.data.loaders import Dataset
-from archsearch.core.nn.masked import MaskedConv2d, MaskedLinear, masked_layers, set_masks
+from archsearch.core.nn.masked import MaskedConv2d, MaskedLinear
+from archsearch.core.nn.masked_model import masked_layers, set_masks
 from archsearch.core.training import TrainHooks
 
 Masks = dict[str, torch.Tensor]

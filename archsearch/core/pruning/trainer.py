@@ -21,9 +21,8 @@ from torch import nn
 from torch.autograd.graph import increment_version
 
 from archsearch.core import runlog
-from archsearch.core.nn.masked import (
-    MaskedConv2d,
-    MaskedLinear,
+from archsearch.core.nn.masked import MaskedConv2d, MaskedLinear
+from archsearch.core.nn.masked_model import (
     density,
     exact_count_limit,
     freeze_masks,
@@ -345,7 +344,7 @@ class MaskTrainer:
         return all(layer.is_frozen() for layer in self.layers)
 
     def density(self) -> float:
-        """Fraction of logits above 0, as `nn.masked.density`, over the logits listed once.
+        """`nn.masked_model.density`: the fraction of logits above 0, over the logits listed once.
 
         A binary-forward layer counts its cached 1[w > 0] (`positive_mask`), which the next
         forward pass then multiplies with instead of forming it again; the other layers'

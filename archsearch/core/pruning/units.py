@@ -23,7 +23,8 @@ from torch import nn
 
 from archsearch.core.models import create_model
 from archsearch.core.models.registry import Architecture
-from archsearch.core.nn.masked import MaskedMixin, mask_model, masked_layers
+from archsearch.core.nn.masked import MaskedMixin
+from archsearch.core.nn.masked_model import mask_model, masked_layers
 from archsearch.core.nn.unit_columns import UnitRead
 from archsearch.core.pruning.compact_conv import ConvChain, cnn_chain, vgg_chain
 from archsearch.specs.model_configs import CNNConfig, MLPConfig

@@ -20,7 +20,7 @@ from archsearch.core.export import (
 from archsearch.core.export.sparse import pack_bits, unpack_bits
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.models.registry import Preprocessing
-from archsearch.core.nn.masked import mask_model, set_masks
+from archsearch.core.nn.masked_model import mask_model, set_masks
 from archsearch.core.search.compact import compact_model as compact_graph
 from archsearch.specs.graph_model_configs import NeuralGraphConfig
 from archsearch.specs.model_configs import CNNConfig, MLPConfig
