@@ -21,11 +21,19 @@ from archsearch.specs.common import (
 from archsearch.specs.families import MODEL_NAMES, ModelConfig
 from archsearch.specs.grow import GrowJob
 from archsearch.specs.model_configs import CNNConfig, MLPConfig, ModelConfigBase
-from archsearch.specs.prune import PRUNE_JOB_TYPES
+from archsearch.specs.prune import PruneJob
 from archsearch.specs.search import SearchJob
 from archsearch.specs.train import JobBase, TrainJob
+from archsearch.specs.transfer import CompareSpectraJob, TransferJob
 
-JOB_TYPES: tuple[type[JobBase], ...] = (TrainJob, SearchJob, GrowJob, *PRUNE_JOB_TYPES)
+JOB_TYPES: tuple[type[JobBase], ...] = (
+    TrainJob,
+    SearchJob,
+    GrowJob,
+    PruneJob,
+    TransferJob,
+    CompareSpectraJob,
+)
 if TYPE_CHECKING:  # a union built at run time; type checkers see the common base
     JobSpec = JobBase
 else:

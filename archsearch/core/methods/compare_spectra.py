@@ -17,7 +17,7 @@ from archsearch.core.errors import UserError
 from archsearch.core.export import json_bytes
 from archsearch.core.pruning.plots import spectra_pca_png
 from archsearch.core.pruning.spectrum import spectrum_pca
-from archsearch.specs.prune import CompareSpectraJob
+from archsearch.specs.transfer import CompareSpectraJob
 
 
 def load_spectra(spec: CompareSpectraJob, ctx: RunContext) -> torch.Tensor:

@@ -32,7 +32,7 @@ from archsearch.core.quality import prediction_check
 from archsearch.core.training import fit, seed_everything, steps_per_epoch
 from archsearch.specs.budget import TRANSFER_EVALUATIONS, transfer_schedule
 from archsearch.specs.common import TrainingSpec
-from archsearch.specs.prune import TransferJob
+from archsearch.specs.transfer import TransferJob
 
 Masks = dict[str, torch.Tensor]
 

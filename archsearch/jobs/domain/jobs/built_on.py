@@ -22,7 +22,8 @@ from archsearch.jobs.domain.tables import Job
 from archsearch.jobs.platform.settings import Settings
 from archsearch.specs import JobBase, parse_job_spec
 from archsearch.specs.grow import GrowJob
-from archsearch.specs.prune import CompareSpectraJob, PruneJob, TransferJob
+from archsearch.specs.prune import PruneJob
+from archsearch.specs.transfer import CompareSpectraJob, TransferJob
 
 # Families whose layers see the input only through the first convolution's channels (global
 # pooling before the classifier); an MLP's first layer takes every input value, and a
