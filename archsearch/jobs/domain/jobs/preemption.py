@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from archsearch.jobs.domain.accounts.tables import Team, User
 from archsearch.jobs.domain.base import utcnow
 from archsearch.jobs.domain.jobs import queue_repository as queue
+from archsearch.jobs.domain.jobs.metrics_repository import heartbeat_cutoff
 from archsearch.jobs.domain.jobs.preemption_match import Slot, Waiting, choose_victims
 from archsearch.jobs.domain.jobs.scheduler import full_owners_and_teams
 from archsearch.jobs.domain.tables import Job, JobEvent, WorkerRecord
@@ -103,7 +104,7 @@ def _slots(session: Session, settings: Settings) -> list[Slot]:
     """Every live worker with its running job, as rows. A job's `worker` says where it runs;
     a worker row's `current_job_id` may lag behind (a first claim can commit before the new
     process's row exists)."""
-    since = utcnow() - timedelta(seconds=settings.lease_seconds)
+    since = heartbeat_cutoff(utcnow(), settings.lease_seconds)
     running = and_(Job.worker == WorkerRecord.name, Job.status == JobStatus.running)
     query = (
         select(WorkerRecord.name, WorkerRecord.device, WorkerRecord.gpu_memory_gb)
@@ -122,6 +123,8 @@ def _slots(session: Session, settings: Settings) -> list[Slot]:
 
 def _request_stops(session: Session, asked: list[Preemption], settings: Settings) -> None:
     """Name each waiting job on its victim, and say so in both jobs' events."""
+    if not asked:
+        return  # most passes: every urgent job has its worker on its way
     ids = [each.job_id for each in asked] + [each.victim_id for each in asked]
     jobs = {job.id: job for job in session.scalars(select(Job).where(Job.id.in_(ids)))}
     until = utcnow() + timedelta(seconds=2 * settings.lease_seconds)

@@ -17,7 +17,6 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -28,6 +27,7 @@ from archsearch.jobs.domain.jobs import claim_sql, worker_repository
 from archsearch.jobs.domain.jobs import queue_repository as queue
 from archsearch.jobs.domain.jobs.claims import Claim, claim_job
 from archsearch.jobs.domain.jobs.devices import missing_device_reason
+from archsearch.jobs.domain.jobs.metrics_repository import heartbeat_cutoff
 from archsearch.jobs.domain.jobs.offer import Offer
 from archsearch.jobs.domain.tables import Job, WorkerRecord
 from archsearch.jobs.domain.usage import quota
@@ -162,7 +162,7 @@ def _claim_in_process(
 
 def live_workers(session: Session, settings: Settings) -> list[WorkerRecord]:
     """Workers seen within one lease: a silent one longer than that counts as gone."""
-    since = utcnow() - timedelta(seconds=settings.lease_seconds)
+    since = heartbeat_cutoff(utcnow(), settings.lease_seconds)
     return worker_repository.workers_seen_since(session, since)
 
 
