@@ -24,7 +24,6 @@ PRUNE = "archsearch.core.methods.prune"
 TRAINING = "archsearch.core.training"
 CONTEXT = "archsearch.jobs.runtime.context"
 WRITE = "archsearch.core.deploy.write"
-BUILD = "archsearch.core.pruning.build"
 
 # What every job's deployment does inside `write_deployment`, each timed on its own.
 DEPLOYMENT = {
@@ -43,7 +42,7 @@ PARTS: dict[str, dict[str, tuple[str, str]]] = {
         "test passes (per epoch)": (TRAINING, "evaluate_predictions"),
         "checkpoints": (CONTEXT, "DbRunContext.save_checkpoint"),
         "save model": (TRAIN, "save_model"),
-        "curves.png": (TRAIN, "curves_png"),
+        "chart rows (drawn on download)": (CONTEXT, "DbRunContext.save_chart"),
         "deployment (latency + ONNX)": (TRAIN, "write_deployment"),
         **DEPLOYMENT,
         "prediction check": (TRAIN, "prediction_check"),
@@ -63,9 +62,7 @@ PARTS: dict[str, dict[str, tuple[str, str]]] = {
         "deployment (latency + ONNX)": (PRUNE, "write_deployment"),
         **DEPLOYMENT,
         "spectrum": (PRUNE, "save_spectrum"),
-        "  spectrum.png": (BUILD, "spectrum_png"),
-        "mask-logits.png": (PRUNE, "_save_logit_plot"),
-        "curves.png": (PRUNE, "curves_png"),
+        "chart rows (drawn on download)": (CONTEXT, "DbRunContext.save_chart"),
         "baselines": (PRUNE, "baseline_masks"),
         "artifact writes": (CONTEXT, "DbRunContext.save_artifact"),
     },
@@ -145,9 +142,8 @@ class Breakdown:
             f"  fixed per-job work (total less {', '.join(looped)}): "
             f"{fixed:.2f} s = {fixed / plain:.1%}"
         )
-        figures = [part for part in self.parts if part.endswith(".png")]
-        drawn = statistics.median(
-            sum(self.seconds[part][r] for part in figures)
-            for r in range(len(self.seconds["total"]))
+        rows = [part for part in self.parts if part.startswith("chart rows")]
+        kept = statistics.median(
+            sum(self.seconds[part][r] for part in rows) for r in range(len(self.seconds["total"]))
         )
-        print(f"  of which figures ({', '.join(p.strip() for p in figures)}): {drawn:.2f} s")
+        print(f"  of which the charts' data kept (drawn on first download, not here): {kept:.2f} s")

@@ -28,7 +28,8 @@ The train and prune jobs' CPU time is broken down into its parts, timed inside t
 (`bench/_engine_breakdown.py`): training loop, per-epoch test passes and checkpoints, then
 each piece of the work a job does once whatever its epochs (model and mask files,
 compaction, deployment with its sizes, layer forms, latency, ONNX export and check, the
-spectrum, figures, artifact writes), which the plain loop does not do at all. Its last
+spectrum, the charts' data rows (the PNGs are drawn on first download, by the API, not by
+the job), artifact writes), which the plain loop does not do at all. Its last
 line, "fixed per-job work", is the job's total less the training loop, its test passes,
 checkpoints and model build.
 - train: the default MLP (784-256-128-10) on MNIST at the documented default epochs (10).

@@ -37,6 +37,7 @@ class Served:
     def of(cls, artifact: Artifact, store: ArtifactStore) -> Served:
         key = store.artifact_key(artifact.job_id, artifact.name)
         owner = f"job {artifact.job_id}"
+        assert artifact.sha256 is not None, "a chart is drawn before it is served"
         return cls(key, artifact.name, artifact.media_type, artifact.sha256, owner)
 
     def headers(self) -> dict[str, str]:

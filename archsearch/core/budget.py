@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from archsearch.core.charts import Chart
 from archsearch.core.context import Result, RunContext
 from archsearch.core.errors import TrialPruned
 from archsearch.core.optimizers import FunctionalOptimizer
@@ -114,6 +115,9 @@ class _CountingContext:
 
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         self.inner.save_artifact(name, data, media_type)
+
+    def save_chart(self, name: str, chart: Chart) -> None:
+        self.inner.save_chart(name, chart)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         self.inner.save_checkpoint({**state, CHECKPOINT_KEY: asdict(self.spend)})

@@ -13,6 +13,9 @@ from typing import Any, Protocol
 
 import torch
 
+from archsearch.core.charts import Chart
+from archsearch.core.charts import draw as draw_chart
+
 
 class RunContext(Protocol):
     """What a running method may do besides computing."""
@@ -32,6 +35,10 @@ class RunContext(Protocol):
 
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         """Store a downloadable result under a standard name (see ARCHITECTURE.md)."""
+
+    def save_chart(self, name: str, chart: Chart) -> None:
+        """A PNG result drawn from `chart` (`core.charts`): now, or when first downloaded.
+        A chart drawn from another file of the job is saved after that file."""
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         """Persist resumable state; a redelivered job gets it from `load_checkpoint`."""
@@ -102,6 +109,9 @@ class InMemoryContext:
     def save_artifact(self, name: str, data: bytes, media_type: str) -> None:
         self.artifacts[name] = data
         self.media_types[name] = media_type
+
+    def save_chart(self, name: str, chart: Chart) -> None:
+        self.save_artifact(name, draw_chart(chart, self.artifacts.__getitem__), "image/png")
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         self.checkpoint = checkpoint_to_bytes(state)

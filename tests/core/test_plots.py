@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from archsearch.core.charts.pruning import mask_logits_png, spectrum_png
 from archsearch.core.export import curves_png, figure_png, kept_figure
 from archsearch.core.growth.schedule import GrowState
 from archsearch.core.methods.grow import growth_png
-from archsearch.core.pruning.plots import mask_logits_png, spectrum_png
 from archsearch.core.search.report import swaps_png
 
 

@@ -67,7 +67,13 @@ def test_train_job_end_to_end(
         final.latest_metrics["test_accuracy"]
     )
 
+    # curves.png is drawn on its first download: no file, size nor digest before it.
+    assert stored["curves.png"].sha256 is None and stored["curves.png"].chart is not None
     paths = {p.name: p for p in client.download_all(job.id, tmp_path)}
+    with sessions() as session:
+        stored = {
+            a.name: a for a in session.scalars(select(Artifact).where(Artifact.job_id == job_id))
+        }
     for name, path in paths.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == stored[name].sha256
         assert path.stat().st_size == stored[name].size

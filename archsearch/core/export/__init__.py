@@ -2,9 +2,18 @@
 
 Split by concern: `files` (safetensors and JSON bytes, saving a model), `sparse` (the
 bitmask weights file), `loading` (`load_model`), `counts` (parameters and multiply-adds),
-`plots` (PNG figures). The names below are the public ones (`load_model` is in the README).
+`charts.layout` (the PNG figures' layout, re-exported here). The names below are the public
+ones (`load_model` is in the README).
 """
 
+from archsearch.core.charts.layout import (
+    curves_png,
+    figure_png,
+    kept_figure,
+    new_figure,
+    plain_log_ticks,
+    whole_number_ticks,
+)
 from archsearch.core.export.counts import count_macs, count_parameters
 from archsearch.core.export.files import (
     json_bytes,
@@ -14,14 +23,6 @@ from archsearch.core.export.files import (
     tensors_to_bytes,
 )
 from archsearch.core.export.loading import load_model
-from archsearch.core.export.plots import (
-    curves_png,
-    figure_png,
-    kept_figure,
-    new_figure,
-    plain_log_ticks,
-    whole_number_ticks,
-)
 from archsearch.core.export.sparse import is_sparse_file, load_state, sparse_state_bytes
 
 __all__ = [

@@ -11,11 +11,11 @@ import json
 
 import torch
 
+from archsearch.core.charts.pruning import spectra_pca_png
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import UserError
 from archsearch.core.export import json_bytes
-from archsearch.core.pruning.plots import spectra_pca_png
 from archsearch.core.pruning.spectrum import spectrum_pca
 from archsearch.specs.transfer import CompareSpectraJob
 

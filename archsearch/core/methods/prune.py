@@ -14,11 +14,12 @@ from typing import Any
 
 import torch
 
+from archsearch.core import charts
 from archsearch.core.context import Result, RunContext, RunWarning
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import pruned_deployable, write_deployment
 from archsearch.core.evaluation import evaluate, evaluate_predictions, validation_metrics
-from archsearch.core.export import curves_png, json_bytes
+from archsearch.core.export import json_bytes
 from archsearch.core.models import Architecture
 from archsearch.core.nn.masked_model import freeze_masks, hard_masks, masks_frozen, set_masks
 from archsearch.core.pruning.baselines import (
@@ -35,7 +36,6 @@ from archsearch.core.pruning.build import (
     save_spectrum,
     weight_params,
 )
-from archsearch.core.pruning.plots import mask_logits_png
 from archsearch.core.pruning.rigl import RigL, RigLSchedule
 from archsearch.core.pruning.trainer import MaskSchedule, MaskTrainer, finalize_to_density
 from archsearch.core.pruning.units import units_kept
@@ -293,7 +293,7 @@ def run(spec: PruneJob, data: Dataset, ctx: RunContext) -> Result:
         history = history + [{**row, "phase_finetune": 1.0} for row in tuned_history]
     _save_baselines(ctx, model, baseline_masks(spec, data, ctx, architecture, masks, metrics))
     if history:
-        ctx.save_artifact("curves.png", curves_png(history, "prune"), "image/png")
+        ctx.save_chart("curves.png", charts.curves(history, "prune"))
     return Result(metrics=metrics, history=history, warnings=warnings)
 
 
@@ -329,11 +329,8 @@ def _save_logit_plot(ctx: RunContext, trainer: MaskTrainer, spec: PruneJob, data
     if not trainer.histograms:
         return  # RigL learns no logits
     frozen_epoch = _frozen_epoch(trainer, spec, data)
-    ctx.save_artifact(
-        "mask-logits.png",
-        mask_logits_png(trainer.histograms, trainer.hist_range, frozen_epoch),
-        "image/png",
-    )
+    chart = charts.mask_logits(trainer.histograms, trainer.hist_range, frozen_epoch)
+    ctx.save_chart("mask-logits.png", chart)
 
 
 def _finetuned_check(

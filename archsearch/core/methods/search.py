@@ -15,11 +15,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from archsearch.core import charts
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import Deployable, write_deployment
 from archsearch.core.evaluation import evaluate, evaluate_predictions
-from archsearch.core.export import count_parameters, curves_png, json_bytes, save_model
+from archsearch.core.export import count_parameters, json_bytes, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
 from archsearch.core.search.compact import compact_architecture, compact_model, model_macs
@@ -152,7 +153,7 @@ def finish(
     ctx.save_artifact("adjacency.png", adjacency_png(model), "image/png")
     title = f"search ({spec.search.strategy})"
     ctx.save_artifact("swaps.png", swaps_png(history, title), "image/png")
-    ctx.save_artifact("curves.png", curves_png(history, title), "image/png")
+    ctx.save_chart("curves.png", charts.curves(history, title))
     metrics = {
         "test_accuracy": test_acc,
         "test_loss": test_loss,

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from torch import nn
 
+from archsearch.core import charts
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.deploy import registry_deployable, write_deployment
 from archsearch.core.errors import TrialPruned
-from archsearch.core.export import count_macs, count_parameters, curves_png, save_model
+from archsearch.core.export import count_macs, count_parameters, save_model
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.quality import prediction_check
 from archsearch.core.training import fit, seed_everything
@@ -30,7 +31,7 @@ def run(spec: TrainJob, data: Dataset, ctx: RunContext) -> Result:
         pruned.metrics.update(_size(model, architecture))
         raise
     save_model(ctx, model, architecture)
-    ctx.save_artifact("curves.png", curves_png(outcome.history, "train"), "image/png")
+    ctx.save_chart("curves.png", charts.curves(outcome.history, "train"))
     metrics = {
         "test_accuracy": outcome.test_accuracy,
         "test_loss": outcome.test_loss,

@@ -19,10 +19,11 @@ import dataclasses
 
 import torch
 
+from archsearch.core import charts
 from archsearch.core.context import Result, RunContext
 from archsearch.core.data.loaders import Dataset
 from archsearch.core.errors import UserError
-from archsearch.core.export import curves_png, tensors_from_bytes
+from archsearch.core.export import tensors_from_bytes
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.nn.masked_model import mask_model, prunable_layer_names, set_masks
 from archsearch.core.pruning.baselines import random_masks, random_unit_masks, reshuffle_masks
@@ -167,7 +168,5 @@ def run(spec: TransferJob, data: Dataset, ctx: RunContext) -> Result:
         model, data, ctx.device, outcome.test_accuracy, outcome.test_loss, outcome.predicted_counts
     )
     metrics.update(quality)
-    ctx.save_artifact(
-        "curves.png", curves_png(outcome.history, f"transfer ({spec.mask})"), "image/png"
-    )
+    ctx.save_chart("curves.png", charts.curves(outcome.history, f"transfer ({spec.mask})"))
     return Result(metrics=metrics, history=outcome.history, warnings=warnings)

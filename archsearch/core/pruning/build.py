@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from archsearch.core import charts
 from archsearch.core.context import RunContext
 from archsearch.core.export import (
     count_macs,
@@ -29,7 +30,6 @@ from archsearch.core.nn.masked_model import (
     weight_masks,
 )
 from archsearch.core.pruning.compact import compact_model
-from archsearch.core.pruning.plots import spectrum_png
 from archsearch.core.pruning.spectrum import mlp_weights, normalized_laplacian_spectrum
 from archsearch.core.pruning.units import unit_plan
 from archsearch.specs.model_configs import MLPConfig
@@ -143,4 +143,4 @@ def save_spectrum(ctx: RunContext, model: nn.Module, architecture: Architecture)
         "weighted": normalized_laplacian_spectrum(weights).tolist(),
     }
     ctx.save_artifact("spectrum.json", json_bytes(spectra), "application/json")
-    ctx.save_artifact("spectrum.png", spectrum_png(spectra), "image/png")
+    ctx.save_chart("spectrum.png", charts.spectrum("spectrum.json"))

@@ -181,7 +181,10 @@ class Metric(Base):
 
 
 class Artifact(Base):
-    """A stored result file of a job. The bytes live in the artifact store."""
+    """A stored result file of a job. The bytes live in the artifact store.
+
+    A chart (`core.charts`) is drawn on its first download: until then its row holds the
+    data it is drawn from (`chart`) and no file, `size` and `sha256` are null."""
 
     __tablename__ = "artifacts"
 
@@ -190,8 +193,9 @@ class Artifact(Base):
     )
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     media_type: Mapped[str] = mapped_column(String(100))
-    size: Mapped[int] = mapped_column(BigInteger)
-    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    chart: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from archsearch.core.charts import Chart
 from archsearch.core.context import checkpoint_from_bytes, checkpoint_to_bytes
 from archsearch.core.errors import ArtifactNotFoundError, JobCancelled
 from archsearch.jobs.domain.errors import NotFound
@@ -102,6 +103,11 @@ class DbRunContext:
         stored = self.services.store.write_artifact(self.job_uuid, name, data)
         with transaction(self.services.sessions) as session:
             repository.upsert_artifact(session, self.job_uuid, name, media_type, stored)
+
+    def save_chart(self, name: str, chart: Chart) -> None:
+        # Drawn on first download (`jobs.domain.jobs.charts`): most charts are never opened.
+        with transaction(self.services.sessions) as session:
+            repository.add_chart(session, self.job_uuid, name, chart)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         # Metrics first: a worker killed between the two writes then leaves points past the

@@ -139,8 +139,9 @@
       const url = `/v1/jobs/${id}/artifacts/${encodeURIComponent(a.name)}`;
       return el("tr", { "data-name": a.name },
         el("td", {}, el("a", { href: url, text: a.name })),
-        el("td", { class: "num", text: bytes(a.size) }),
-        el("td", { class: "mono sha", text: a.sha256 }),
+        // A chart is drawn on its first download: no size nor digest before that.
+        el("td", { class: "num", text: a.size === null ? "drawn when opened" : bytes(a.size) }),
+        el("td", { class: "mono sha", text: a.sha256 ?? "" }),
         el("td", {}, el("a", { class: "button secondary", href: url, download: a.name, text: "Download", "aria-label": `download ${a.name}` })));
     });
     document.querySelector("#artifacts tbody").replaceChildren(...rows);

@@ -200,18 +200,25 @@ def _metrics_upsert(
 def upsert_artifact(
     session: Session, job_id: uuid.UUID, name: str, media_type: str, stored: StoredFile
 ) -> None:
-    values = {
-        "job_id": job_id,
-        "name": name,
-        "media_type": media_type,
-        "size": stored.size,
-        "sha256": stored.sha256,
-        "created_at": utcnow(),
-    }
-    statement = _insert_for(session)(Artifact).values(values)
+    """The row of a file now in the store (a chart's too, once drawn: its data is dropped)."""
+    _upsert_artifact_row(
+        session, job_id, name, media_type, size=stored.size, sha256=stored.sha256, chart=None
+    )
+
+
+def add_chart(session: Session, job_id: uuid.UUID, name: str, chart: dict[str, Any]) -> None:
+    """The row of a PNG chart not drawn yet: its data, no file (drawn on first download)."""
+    _upsert_artifact_row(session, job_id, name, "image/png", size=None, sha256=None, chart=chart)
+
+
+def _upsert_artifact_row(
+    session: Session, job_id: uuid.UUID, name: str, media_type: str, **file: Any
+) -> None:
+    values = {"job_id": job_id, "name": name, "media_type": media_type, **file}
+    statement = _insert_for(session)(Artifact).values({**values, "created_at": utcnow()})
     statement = statement.on_conflict_do_update(
         index_elements=["job_id", "name"],
-        set_={k: statement.excluded[k] for k in ("media_type", "size", "sha256", "created_at")},
+        set_={k: statement.excluded[k] for k in ("media_type", *file, "created_at")},
     )
     session.execute(statement)
 

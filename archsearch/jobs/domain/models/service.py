@@ -17,6 +17,7 @@ from archsearch.core.errors import UserError
 from archsearch.jobs.domain.accounts.service import Principal
 from archsearch.jobs.domain.errors import AmbiguousId, Forbidden, InvalidTransition, NotFound
 from archsearch.jobs.domain.jobs import repository as jobs
+from archsearch.jobs.domain.jobs.charts import draw_pending_charts
 from archsearch.jobs.domain.models import repository
 from archsearch.jobs.domain.models.tables import (
     ModelVersion,
@@ -95,6 +96,7 @@ def promote(
         raise InvalidTransition(
             f"job {job_id} is {job.status.value}; only a succeeded job can be promoted"
         )
+    draw_pending_charts(session, store, job_id)  # a version's files are all real files
     artifacts = jobs.list_artifacts(session, job_id)
     if not artifacts:
         raise InvalidTransition(f"job {job_id} has no artifacts to promote")
@@ -124,6 +126,7 @@ def _version_created(
 
 
 def _file_of(artifact: Artifact, store: ArtifactStore) -> ModelVersionFile:
+    assert artifact.size is not None and artifact.sha256 is not None, "charts drawn first"
     return ModelVersionFile(
         name=artifact.name,
         object_key=store.artifact_key(artifact.job_id, artifact.name),

@@ -99,11 +99,13 @@ def compact_sizes(session: Session, job_ids: Sequence[uuid.UUID]) -> dict[uuid.U
     if not job_ids:
         return {}
     query = select(Artifact.job_id, Artifact.name, Artifact.size).where(
-        Artifact.job_id.in_(job_ids), Artifact.name.in_(COMPACT_ARTIFACTS)
+        Artifact.job_id.in_(job_ids),
+        Artifact.name.in_(COMPACT_ARTIFACTS),
     )
     found: dict[uuid.UUID, dict[str, int]] = {}
     for job_id, name, size in session.execute(query):
-        found.setdefault(job_id, {})[name] = size
+        if size is not None:
+            found.setdefault(job_id, {})[name] = size
     return {
         job_id: next(sizes[name] for name in COMPACT_ARTIFACTS if name in sizes)
         for job_id, sizes in found.items()

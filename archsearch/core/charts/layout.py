@@ -1,7 +1,8 @@
 """PNG figures of a job (`curves.png` and the layout every plot of archsearch shares).
 
-A job draws a few small figures once, at its end, and their CPU is part of the job's
-price, so the layout avoids matplotlib's costly paths: a bare `Figure` on an Agg canvas
+A figure is drawn once per file, by a job at its end or, for a job's charts, by the API on
+the file's first download (`core.charts`); either way its CPU is paid by someone waiting, so
+the layout avoids matplotlib's costly paths: a bare `Figure` on an Agg canvas
 (no pyplot figure manager to create and close), fixed margins instead of a tight
 bounding box, whole-number epoch ticks, and plain tick labels on log axes (the default
 labels are mathtext, laid out glyph by glyph, with a minor tick object per decade step).

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from archsearch.core.export import (
+from archsearch.core.charts.layout import (
     figure_png,
     kept_figure,
     new_figure,
