@@ -5,7 +5,9 @@ row filled in; HEAD draws too; a promotion to the registry draws what is still w
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,7 +15,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from archsearch.client import ArchsearchClient
 from archsearch.core import charts
+from archsearch.core.charts.pruning import spectrum_png
+from archsearch.jobs.domain.jobs import repository as jobs
 from archsearch.jobs.domain.tables import Artifact
+from archsearch.jobs.platform.db import transaction
+from archsearch.jobs.platform.objects.local import LocalObjectStore
+from archsearch.jobs.platform.store import ArtifactStore
+from tests.service.test_models import record_job
 
 pytestmark = pytest.mark.service
 
@@ -75,3 +83,33 @@ def test_a_promotion_draws_the_charts_still_waiting(
     drawn = curves_row(sessions, job_id)
     assert drawn.sha256 is not None and files["curves.png"].sha256 == drawn.sha256
     assert files["curves.png"].size == drawn.size
+
+
+def test_a_chart_drawn_from_a_file_of_its_job_and_one_whose_file_is_gone(
+    client: ArchsearchClient,
+    sessions: sessionmaker[Session],
+    service_env: dict[str, str],
+    api_url: str,
+    token: str,
+) -> None:
+    """spectrum.png is drawn from the job's spectrum.json; without that file the download
+    answers a 404 naming it (a JSON error), never a 500, and the row keeps waiting."""
+    store = ArtifactStore(LocalObjectStore(Path(service_env["ARCHSEARCH_ARTIFACT_ROOT"])))
+    spectra = {"mask": [0.0, 0.5, 1.0, 1.5], "weighted": [0.0, 0.4, 1.1, 1.9]}
+    with_data, _ = record_job(sessions, service_env, "alpha")
+    without_data, _ = record_job(sessions, service_env, "alpha")
+    with transaction(sessions) as session:
+        stored = store.write_artifact(with_data, "spectrum.json", json.dumps(spectra).encode())
+        jobs.upsert_artifact(session, with_data, "spectrum.json", "application/json", stored)
+        for job_id in (with_data, without_data):
+            jobs.add_chart(session, job_id, "spectrum.png", charts.spectrum("spectrum.json"))
+    auth = {"Authorization": f"Bearer {token}"}
+    base = f"{api_url}/v1/jobs/{{}}/artifacts/spectrum.png"
+    drawn = httpx.get(base.format(with_data), headers=auth)
+    assert drawn.status_code == 200 and drawn.content == spectrum_png(spectra)
+    gone = httpx.get(base.format(without_data), headers=auth)
+    assert gone.status_code == 404 and gone.headers["content-type"] == "application/json"
+    assert "'spectrum.json', is missing" in gone.json()["detail"]
+    with sessions() as session:
+        waiting = session.get(Artifact, (without_data, "spectrum.png"))
+        assert waiting is not None and waiting.sha256 is None

@@ -16,8 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from archsearch.core import charts
+from archsearch.jobs.domain.errors import NotFound
 from archsearch.jobs.domain.jobs import repository
 from archsearch.jobs.domain.tables import Artifact
+from archsearch.jobs.platform.objects import ObjectMissing
 from archsearch.jobs.platform.store import ArtifactStore
 
 
@@ -30,8 +32,18 @@ def draw_chart(session: Session, store: ArtifactStore, artifact: Artifact) -> Ar
     """Draw `artifact`'s PNG from its chart data, store it and record it in `session` (the
     caller commits). Returns the row, now with its size and sha256."""
     assert artifact.chart is not None, f"{artifact.name} is not a chart waiting to be drawn"
-    job_id = artifact.job_id
-    png = charts.draw(artifact.chart, lambda name: store.read_artifact(job_id, name))
+    job_id, chart = artifact.job_id, artifact.chart
+
+    def read_data_file(name: str) -> bytes:
+        try:
+            return store.read_artifact(job_id, name)
+        except ObjectMissing:
+            raise NotFound(
+                f"artifact {artifact.name!r} of job {job_id} cannot be drawn: "
+                f"the file it is drawn from, {name!r}, is missing"
+            ) from None
+
+    png = charts.draw(chart, read_data_file)
     stored = store.write_artifact(job_id, artifact.name, png)
     repository.upsert_artifact(session, job_id, artifact.name, artifact.media_type, stored)
     session.refresh(artifact)
