@@ -87,7 +87,11 @@ def test_a_job_submitted_by_the_form_draws_live_then_offers_its_artifacts(
     preview = alice.locator('#previews img[alt="curves.png"]')
     preview.scroll_into_view_if_needed()
     expect(preview).to_be_visible()
-    alice.wait_for_function("document.querySelector('#previews img').naturalWidth > 100")
+    # Polled by Playwright's own assertion: a string predicate polled in the page is eval,
+    # which the dashboard's CSP refuses once the image takes a while (a chart drawn on demand).
+    image = alice.locator("#previews img").first
+    expect(image).to_have_js_property("complete", True)
+    assert image.evaluate("img => img.naturalWidth") > 100
 
     alice.goto(f"{api_url}/?tag=form")
     expect(alice.locator(f'#jobs tr[data-id="{job_id}"]')).to_be_visible()

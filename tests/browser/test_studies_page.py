@@ -76,7 +76,11 @@ def test_a_study_page_follows_the_study_to_its_table_plot_and_artifacts(
     )
     image = alice.locator("#pareto-png img")
     expect(image).to_be_visible()
-    alice.wait_for_function("document.querySelector('#pareto-png img').naturalWidth > 100")
+    # Polled by Playwright's own assertion: a string predicate polled in the page is eval,
+    # which the dashboard's CSP refuses once the image takes a while (a chart drawn on demand).
+    image = alice.locator("#pareto-png img").first
+    expect(image).to_have_js_property("complete", True)
+    assert image.evaluate("img => img.naturalWidth") > 100
     expect(alice.locator("#cancel")).to_be_hidden()
 
     first_job = alice.locator("#study-jobs tbody tr").first
