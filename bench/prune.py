@@ -16,9 +16,12 @@
    counts printed), 3 seeds (--only 4, a few minutes).
 
 5. RigL (dynamic sparse training) against the learned mask at equal density and epochs, with
-   a static random sparse network beside them (`bench/_rigl.py`; only with --only 5).
+   a static random sparse network beside them (`bench/_rigl.py`; only with --only 5). Every
+   arm swept alike over `--lr-factors` (0.3x, 1x, 3x the prune job's documented lr), chosen
+   per seed on 10% of the training images held apart; `--lr-factors 1`: the untuned run.
 
-Run: python bench/prune.py [--quick] [--only 1|2|3|4|5]   (default: sections 1 and 3, minutes)
+Run: python bench/prune.py [--quick] [--only 1|2|3|4|5] [--lr-factors 1]
+(default: sections 1 and 3, minutes)
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from _data_dir import bench_data_dir  # noqa: E402
 from _rigl import rigl_benchmark  # noqa: E402  (beside this script)
+from _tuning import LR_FACTORS  # noqa: E402
 
 from archsearch.core.context import InMemoryContext  # noqa: E402
 from archsearch.core.data.loaders import Dataset, load_dataset  # noqa: E402
@@ -483,6 +487,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a smaller run (minutes)")
     parser.add_argument("--only", choices=["1", "2", "3", "4", "5"], default=None)
     parser.add_argument("--adapt-rate", type=float, default=None, help="AP penalty controller")
+    parser.add_argument(
+        "--lr-factors",
+        type=float,
+        nargs="+",
+        default=LR_FACTORS,
+        help="--only 5: every arm at these multiples of the prune job's documented lr, chosen "
+        "per seed on held-out training rows (1: the untuned run)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the machine is shared
     flush_denormals()  # as every thread that runs jobs does
@@ -500,7 +512,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.only == "4":
         granularity_benchmark(args.quick)
     if args.only == "5":
-        rigl_benchmark(DATA_DIRS, args.quick)
+        rigl_benchmark(DATA_DIRS, args.quick, tuple(args.lr_factors))
     print(f"\ntotal time {time.perf_counter() - start:.0f} s")
 
 
