@@ -9,9 +9,12 @@
    seeds, mean and std.
 
 3. `--dnw-conv`: DNW vs the random graph at equal edges on the conv tiny graph, paired by
-   seed, at a few edge budgets and epochs (docs/fidelity.md).
+   seed, at a few edge budgets and epochs (docs/fidelity.md). Both arms swept alike over
+   `--lr-factors` (0.3x, 1x, 3x SGD lr 0.1), chosen per seed on 10% of the training images
+   held apart; `--lr-factors 1`: the untuned run on every training image.
 
 Run: python bench/search.py [--quick] | --dnw-conv [--only SUBSTRING ...] [--train N]
+     [--lr-factors 1] [--seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _data_dir import bench_data_dir
+from _tuning import LR_FACTORS, VALIDATION_FRACTION, choose, factors_text
 
 from archsearch.core.context import InMemoryContext
-from archsearch.core.data.loaders import Dataset, load_dataset
+from archsearch.core.data.loaders import Dataset, hold_out_validation, load_dataset
+from archsearch.core.errors import DivergedError
 from archsearch.core.evaluation import evaluate
 from archsearch.core.float_mode import flush_denormals
 from archsearch.core.methods import get_method
@@ -41,6 +46,7 @@ from archsearch.core.methods.search import train_wiring
 from archsearch.core.models import Architecture, create_model
 from archsearch.core.search.strategies import searchable_edges
 from archsearch.core.training import seed_everything
+from archsearch.jobs.runtime.executor import final_validation
 from archsearch.specs import SearchJob, parse_job_spec
 from archsearch.specs.common import DatasetRef
 from archsearch.specs.graph_model_configs import MobileNetDNWConfig, NeuralGraphConfig
@@ -100,8 +106,10 @@ def load_fashion(train: int, test: int) -> Dataset:
 
 
 def accuracy(
-    data: Dataset, model: dict[str, Any], strategy: str, seed: int, epochs: int
+    data: Dataset, model: dict[str, Any], strategy: str, seed: int, epochs: int, lr: float = 0.1
 ) -> dict[str, float]:
+    """The search job's metrics, with its final model's validation accuracy when `data`
+    holds rows apart."""
     spec = parse_job_spec(
         {
             "method": "search",
@@ -112,11 +120,12 @@ def accuracy(
                 "epochs": epochs,
                 "batch_size": 128,
                 "seed": seed,
-                "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4},
+                "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.9, "weight_decay": 1e-4},
             },
         }
     )
-    return get_method("search")(spec, data, InMemoryContext()).metrics
+    result = get_method("search")(spec, data, InMemoryContext())
+    return final_validation(result.history) | result.metrics
 
 
 def _mean_std(values: list[float]) -> str:
@@ -203,24 +212,77 @@ DNW_CONV_SETTINGS: dict[str, tuple[dict[str, Any], int]] = {
 }
 
 
-def dnw_conv(train: int, test: int, seeds: list[int], only: list[str]) -> None:
-    """DNW vs random graph at equal edges on Fashion-MNIST, paired by seed."""
-    data = load_fashion(train, test)
+DNW_CONV_LR = 0.1  # both arms' SGD lr untuned; the sweep multiplies it
+
+
+def _swept(
+    data: Dataset, model: dict[str, Any], strategy: str, seed: int, epochs: int,
+    factors: tuple[float, ...],
+) -> dict[float, tuple[float, float]]:  # fmt: skip
+    """factor -> (test, validation accuracy) of the arm at each lr factor; NaN: diverged."""
+    runs = {}
+    for factor in factors:
+        try:
+            metrics = accuracy(data, model, strategy, seed, epochs, DNW_CONV_LR * factor)
+            runs[factor] = (metrics["test_accuracy"], metrics.get("val_accuracy", float("nan")))
+        except DivergedError:  # a learning rate too large for this arm: never the one chosen
+            runs[factor] = (float("nan"), float("nan"))
+    return runs
+
+
+def _conv_title(train: int, test: int, seeds: list[int], factors: tuple[float, ...]) -> None:
     print(
         f"DNW vs random graph, static conv tiny graph, Fashion-MNIST {train} training / {test} "
-        f"test images, SGD lr 0.1 momentum 0.9 wd 1e-4, cosine, batch 128, seeds {seeds}"
+        f"test images, SGD lr {DNW_CONV_LR:g} momentum 0.9 wd 1e-4, cosine, batch 128, "
+        f"seeds {seeds}"
     )
+    if len(factors) > 1:
+        print(
+            f"both arms at {factors_text(factors)} lr {DNW_CONV_LR:g}, trained on the training "
+            f"images less {VALIDATION_FRACTION:.0%} held apart (the same for both); per seed, "
+            "the run best on them (test accuracy shown); 'at 1x': lr 0.1, no choice"
+        )
     print(f"{'setting':40s} {'dnw %':>14s} {'random graph %':>14s} {'dnw - rg (paired)':>18s}")
+
+
+def _conv_rows(label: str, dnw: list[dict[float, Any]], rg: list[dict[float, Any]]) -> None:
+    """The tuned row (the only one when there is one factor) and, swept, the row at 1x."""
+    seeds = list(zip(dnw, rg, strict=True))
+    rows = {label: [(choose(d)[1], choose(r)[1]) for d, r in seeds]}
+    if len(dnw[0]) > 1 and 1.0 in dnw[0]:
+        rows["  same, at 1x (no choice)"] = [(d[1.0][0], r[1.0][0]) for d, r in seeds]
+    for name, pairs in rows.items():
+        a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        gaps = [x - y for x, y in pairs]
+        print(f"{name:40s} {_mean_std(a):>14s} {_mean_std(b):>14s} {_mean_std(gaps):>18s}")
+    if len(dnw[0]) > 1:
+        picks = [f"dnw {choose(d)[0]:g}x rg {choose(r)[0]:g}x" for d, r in seeds]
+        print(f"  chosen per seed: {'; '.join(picks)}", flush=True)
+
+
+def dnw_conv(
+    train: int, test: int, seeds: list[int], only: list[str], factors: tuple[float, ...]
+) -> None:
+    """DNW vs random graph at equal edges on Fashion-MNIST, paired by seed, both arms swept
+    alike over `factors` times lr 0.1 (one factor: the untuned run on every image)."""
+    data = load_fashion(train, test)
+    if len(factors) > 1:
+        data = hold_out_validation(data, VALIDATION_FRACTION)
+    _conv_title(train, test, seeds, factors)
     for label, (model, epochs) in DNW_CONV_SETTINGS.items():
         if only and not any(o in label for o in only):
             continue
         dnw, rg = [], []
         for seed in seeds:
-            dnw.append(accuracy(data, model, "dnw", seed, epochs)["test_accuracy"])
-            rg.append(accuracy(data, model, "random_graph", seed, epochs)["test_accuracy"])
-            print(f"  {label} seed {seed}: dnw {dnw[-1]:.4f} rg {rg[-1]:.4f}", flush=True)
-        gaps = [a - b for a, b in zip(dnw, rg, strict=True)]
-        print(f"{label:40s} {_mean_std(dnw):>14s} {_mean_std(rg):>14s} {_mean_std(gaps):>18s}")
+            dnw.append(_swept(data, model, "dnw", seed, epochs, factors))
+            rg.append(_swept(data, model, "random_graph", seed, epochs, factors))
+            print(f"  {label} seed {seed}: dnw {_runs_text(dnw[-1])} rg {_runs_text(rg[-1])}")
+        _conv_rows(label, dnw, rg)
+
+
+def _runs_text(runs: dict[float, tuple[float, float]]) -> str:
+    """Each factor's test (validation) accuracy, as the progress line shows them."""
+    return ", ".join(f"{f:g}x {t:.4f} ({v:.4f})" for f, (t, v) in runs.items())
 
 
 def main() -> None:
@@ -229,6 +291,15 @@ def main() -> None:
     parser.add_argument("--dnw-conv", action="store_true", help="only the conv-graph settings")
     parser.add_argument("--only", nargs="*", default=[], help="--dnw-conv settings containing")
     parser.add_argument("--train", type=int, default=4000, help="--dnw-conv training images")
+    parser.add_argument(
+        "--lr-factors",
+        type=float,
+        nargs="+",
+        default=LR_FACTORS,
+        help="--dnw-conv: both arms at these multiples of lr 0.1, chosen per seed on held-out "
+        "training images (1: the untuned run)",
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="--dnw-conv")
     parser.add_argument(
         "--wiring-epochs",
         type=int,
@@ -243,7 +314,7 @@ def main() -> None:
         wiring_quality(data, {"name": "neural_graph"}, [0, 1, 2], args.wiring_epochs)
         return
     if args.dnw_conv:
-        dnw_conv(args.train, 2000, [0, 1, 2], args.only)
+        dnw_conv(args.train, 2000, args.seeds, args.only, tuple(args.lr_factors))
         return
     reps = 3 if args.quick else 7
 
