@@ -32,7 +32,8 @@ real, random, agnostic; median and quartiles over `--seeds` seeds), see `bench/_
 Every trained row there is tuned alike: swept over `--lrs`, best by validation AUC.
 `--class-split` runs the transfer of a pruned architecture between class splits (0-4 -> 5-9
 of MNIST and Fashion-MNIST; learned vs random-per-layer vs magnitude masks), see
-`bench/_class_split.py`.
+`bench/_class_split.py`; each mask's few-shot retraining is swept over `--lr-factors` times the
+transfer job's documented lr and chosen on 1,000 validation images of classes 5-9.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ import _class_split as class_split  # noqa: E402  (beside this script)
 import _section5 as section5  # noqa: E402
 from _data_dir import bench_data_dir
 
+# Every arm of a claim swept alike over LR_FACTORS times its method's documented learning
+# rate, each seed's best chosen on training rows held apart, never on the test split.
+from _tuning import LR_FACTORS, VALIDATION_FRACTION, default_lr
+
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import (
     Dataset,
@@ -73,10 +78,6 @@ from archsearch.specs import DatasetRef, parse_job_spec
 DATA_DIRS = (bench_data_dir(),)
 DATASETS = ("digits", "mnist", "fashion_mnist")
 SEEDS = (0, 1, 2)
-# Every arm of a claim swept alike over these multiples of its method's documented learning
-# rate, each seed's best chosen on training rows held apart, never on the test split.
-LR_FACTORS = (0.3, 1.0, 3.0)
-VALIDATION_FRACTION = 0.1
 TRANSFER_TARGET = {"mnist": "fashion_mnist", "fashion_mnist": "mnist"}
 
 
@@ -135,17 +136,9 @@ def run_job(
 
 def _training(method: str, seed: int, scale: Scale) -> dict[str, Any]:
     epochs = scale.epochs.get(method)
-    lr = _default_lr(method) * scale.lr_factor
+    lr = default_lr(method) * scale.lr_factor
     # Merged over the method's default optimiser: its kind and other settings stay.
     return {"seed": seed, "optimizer": {"lr": lr}, **({"epochs": epochs} if epochs else {})}
-
-
-@cache
-def _default_lr(method: str) -> float:
-    """The method's documented learning rate (what a job that sets none trains at)."""
-    extra = {"source_job": "00000000-0000-0000-0000-000000000000"} if method == "transfer" else {}
-    spec = parse_job_spec({"method": method, "dataset": {"name": "digits"}, **extra})
-    return float(spec.training.optimizer.lr)
 
 
 def _job(method: str, dataset: str, seed: int, scale: Scale, **fields: Any) -> dict[str, Any]:
@@ -371,24 +364,38 @@ def run_section5(seeds: int, workers: int, lrs: tuple[float, ...]) -> None:
     )
 
 
-def _class_split_cell(args: tuple[str, float, int]) -> tuple[str, float, dict[str, float]]:
-    dataset, density, seed = args
-    return dataset, density, class_split.one_cell(dataset, density, seed, DATA_DIRS)
+def _class_split_cell(
+    args: tuple[str, float, int, tuple[float, ...]],
+) -> tuple[str, float, dict[str, float]]:
+    dataset, density, seed, factors = args
+    return dataset, density, class_split.one_cell(dataset, density, seed, DATA_DIRS, factors)
 
 
-def run_class_split(seeds: int, workers: int) -> None:
+def run_class_split(seeds: int, workers: int, factors: tuple[float, ...]) -> None:
+    """Seed by seed (every cell of a seed before the next seed), so that a run stopped with
+    Ctrl-C still prints a table over the seeds it completed for every cell."""
     tasks = [
-        (d, density, s)
+        (d, density, s, factors)
+        for s in range(seeds)
         for d in class_split.DATASETS
         for density in class_split.DENSITIES
-        for s in range(seeds)
     ]
     start = time.perf_counter()
     results: dict[tuple[str, float], list[dict[str, float]]] = {}
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
         for dataset, density, rows in pool.map(_class_split_cell, tasks):
             results.setdefault((dataset, density), []).append(rows)
-    class_split.print_table(results, time.perf_counter() - start)
+            print(f"done {dataset} {density} seed {len(results[dataset, density]) - 1}", flush=True)
+    except KeyboardInterrupt:
+        print("stopped: the table covers the seeds completed in every cell", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    if not results:
+        return
+    done = min(len(runs) for runs in results.values())
+    trimmed = {key: runs[:done] for key, runs in results.items()}
+    class_split.print_table(trimmed, time.perf_counter() - start, factors)
 
 
 def main() -> None:
@@ -418,7 +425,7 @@ def main() -> None:
         run_section5(args.seeds, args.workers, tuple(args.lrs))
         return
     if args.class_split:
-        run_class_split(args.seeds, args.workers)
+        run_class_split(args.seeds, args.workers, tuple(args.lr_factors))
         return
     scale = QUICK if args.quick else FULL
     seeds = SEEDS[:1] if args.quick else SEEDS
