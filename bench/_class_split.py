@@ -56,15 +56,15 @@ def split(
     assert files is not None, f"{name} is not in {data_dirs}"
     rng = np.random.default_rng(seed)
     out = {}
-    for part, key, count in (("train", "x", SOURCE_TRAIN), ("test", "x_test", TEST)):
+    for part, suffix, count in (("train", "", SOURCE_TRAIN), ("test", "_test", TEST)):
         x, y = read_idx(files[f"{part}_images"]), read_idx(files[f"{part}_labels"])
         order = rng.permutation(np.flatnonzero(np.isin(y, list(classes))))
-        picks = {key: order[:count]}
-        if part == "train" and validation:
-            picks["x_val"] = order[count : count + validation]
-        for x_key, keep in picks.items():
-            out[x_key] = x[keep][:, None].astype(np.float32)  # (N, 1, 28, 28)
-            out[x_key.replace("x", "y", 1)] = (y[keep] - classes.start).astype(np.int64)
+        picks = {suffix: order[:count]}
+        if part == "train" and validation:  # the images after the pool in the same order
+            picks["_val"] = order[count : count + validation]
+        for name_suffix, keep in picks.items():
+            out[f"x{name_suffix}"] = x[keep][:, None].astype(np.float32)  # (N, 1, 28, 28)
+            out[f"y{name_suffix}"] = (y[keep] - classes.start).astype(np.int64)
     return out
 
 
