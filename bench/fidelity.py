@@ -410,8 +410,8 @@ def main() -> None:
         type=float,
         nargs="+",
         default=LR_FACTORS,
-        help="the claims' table: each arm at these multiples of its method's documented lr, "
-        "chosen per seed on held-out training rows (1: the untuned run)",
+        help="the claims' table and --class-split: each arm at these multiples of its "
+        "method's documented lr, chosen per seed on held-out rows (1: the untuned run)",
     )
     parser.add_argument(
         "--lrs",
