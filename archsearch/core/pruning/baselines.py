@@ -9,7 +9,9 @@ pruning (Han et al., 2015) is IMP with a single round.
 A mask set is a dict {layer name: bool tensor shaped like the layer's mask logits}: like
 its weight, or at unit granularity one entry per unit it reads. There the magnitude is the
 L1 norm of each unit's filter or neuron (`pruning.units.unit_l1_scores`, filter pruning of
-Li et al., 2017) and random pruning draws units.
+Li et al., 2017) and random pruning draws units. The random draws walk the layers in name
+order, so a seed gives one layout whatever order the masks arrive in: a safetensors file's
+tensors come back in a different order on every load.
 """
 
 from __future__ import annotations
@@ -41,8 +43,13 @@ def _split(flat: torch.Tensor, like: Masks) -> Masks:
     return out
 
 
+def _in_name_order(masks: Masks) -> Masks:
+    return {name: masks[name] for name in sorted(masks)}
+
+
 def random_masks(like: Masks, density: float, generator: torch.Generator) -> Masks:
     """Uniformly random over all masked weights: round(density * D) of them kept."""
+    like = _in_name_order(like)
     total = sum(m.numel() for m in like.values())
     keep = torch.zeros(total, dtype=torch.bool)
     keep[torch.randperm(total, generator=generator)[: round(density * total)]] = True
@@ -53,14 +60,15 @@ def random_unit_masks(like: Masks, density: float, generator: torch.Generator) -
     """Random units, round(density * units) of each layer (as the learned unit masks are
     finalised per layer, `pruning.trainer`): a global draw could leave a layer empty."""
     return {
-        name: random_masks({name: mask}, density, generator)[name] for name, mask in like.items()
+        name: random_masks({name: mask}, density, generator)[name]
+        for name, mask in _in_name_order(like).items()
     }
 
 
 def reshuffle_masks(masks: Masks, generator: torch.Generator) -> Masks:
     """Section 3.3: each layer keeps its number of connections, at random positions."""
     out = {}
-    for name, mask in masks.items():
+    for name, mask in _in_name_order(masks).items():
         flat = mask.flatten()
         out[name] = flat[torch.randperm(flat.numel(), generator=generator)].view(mask.shape)
     return out
