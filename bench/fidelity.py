@@ -348,20 +348,36 @@ def run_section5(seeds: int, workers: int, lrs: tuple[float, ...]) -> None:
     Ctrl-C still prints a table over the seeds it completed for every cell."""
     tasks = [(d, n, s, lrs) for s in range(seeds) for d in section5.TASKS for n in section5.SIZES]
     start = time.perf_counter()
-    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    results = _seed_by_seed(_section5_cell, tasks, workers, "n=")
+    if results:
+        section5.print_table(results, time.perf_counter() - start, lrs)
+
+
+def _seed_by_seed(
+    cell: Callable[[Any], tuple[str, Any, dict[str, float]]],
+    tasks: list[Any],
+    workers: int,
+    label: str,
+) -> dict[tuple[str, Any], list[dict[str, float]]]:
+    """`cell` over `tasks` in a pool, the rows of each (dataset, size) cell in task order,
+    cut to the seeds every cell completed when the run is stopped with Ctrl-C."""
+    results: dict[tuple[str, Any], list[dict[str, float]]] = {}
     pool = ProcessPoolExecutor(max_workers=workers)
+    stopped = False
     try:
-        for dataset, size, rows in pool.map(_section5_cell, tasks):
+        for dataset, size, rows in pool.map(cell, tasks):
             results.setdefault((dataset, size), []).append(rows)
-            print(f"done {dataset} n={size} seed {len(results[dataset, size]) - 1}", flush=True)
+            seed = len(results[dataset, size]) - 1
+            print(f"done {dataset} {label}{size} seed {seed}", flush=True)
     except KeyboardInterrupt:
+        stopped = True
         print("stopped: the table covers the seeds completed in every cell", flush=True)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    done = min(len(runs) for runs in results.values())
-    section5.print_table(
-        {key: runs[:done] for key, runs in results.items()}, time.perf_counter() - start, lrs
-    )
+        # A finished run waits for its processes: a pool left running at exit has the
+        # interpreter's exit hook write to a pipe already closed ("Bad file descriptor").
+        pool.shutdown(wait=not stopped, cancel_futures=True)
+    done = min((len(runs) for runs in results.values()), default=0)
+    return {key: runs[:done] for key, runs in results.items()}
 
 
 def _class_split_cell(
@@ -381,21 +397,9 @@ def run_class_split(seeds: int, workers: int, factors: tuple[float, ...]) -> Non
         for density in class_split.DENSITIES
     ]
     start = time.perf_counter()
-    results: dict[tuple[str, float], list[dict[str, float]]] = {}
-    pool = ProcessPoolExecutor(max_workers=workers)
-    try:
-        for dataset, density, rows in pool.map(_class_split_cell, tasks):
-            results.setdefault((dataset, density), []).append(rows)
-            print(f"done {dataset} {density} seed {len(results[dataset, density]) - 1}", flush=True)
-    except KeyboardInterrupt:
-        print("stopped: the table covers the seeds completed in every cell", flush=True)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    if not results:
-        return
-    done = min(len(runs) for runs in results.values())
-    trimmed = {key: runs[:done] for key, runs in results.items()}
-    class_split.print_table(trimmed, time.perf_counter() - start, factors)
+    results = _seed_by_seed(_class_split_cell, tasks, workers, "")
+    if results:
+        class_split.print_table(results, time.perf_counter() - start, factors)
 
 
 def main() -> None:
