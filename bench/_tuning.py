@@ -5,14 +5,16 @@ nor the reported test accuracy saw (a baseline gets the tuning the method gets).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
+from typing import TypeVar
 
 from archsearch.specs import parse_job_spec
 
 LR_FACTORS = (0.3, 1.0, 3.0)
 VALIDATION_FRACTION = 0.1
 NAN = float("nan")
+Run = TypeVar("Run")
 
 
 @cache
@@ -23,18 +25,26 @@ def default_lr(method: str) -> float:
     return float(spec.training.optimizer.lr)
 
 
-def choose(by_factor: dict[float, tuple[float, float]]) -> tuple[float, float]:
-    """(factor, test accuracy) of the run whose validation accuracy is best, from
-    factor -> (test accuracy, validation accuracy); the only run when there is one factor
-    (nothing to choose). A diverged run (validation NaN) is never chosen."""
+def best_on_validation(
+    by_factor: dict[float, Run], validation: Callable[[Run], float]
+) -> tuple[float, Run | None]:
+    """(factor, run) of the run whose `validation` accuracy is best; the only run when there
+    is one factor (nothing to choose). A diverged run (validation NaN) is never chosen; when
+    every run diverged, the smallest factor and None."""
     if len(by_factor) == 1:
-        factor, (test, _) = next(iter(by_factor.items()))
-        return factor, test
-    measured = {f: run for f, run in by_factor.items() if run[1] == run[1]}
+        return next(iter(by_factor.items()))
+    measured = {f: run for f, run in by_factor.items() if validation(run) == validation(run)}
     if not measured:
-        return min(by_factor), NAN
-    best = max(measured, key=lambda f: measured[f][1])
-    return best, measured[best][0]
+        return min(by_factor), None
+    best = max(measured, key=lambda f: validation(measured[f]))
+    return best, measured[best]
+
+
+def choose(by_factor: dict[float, tuple[float, float]]) -> tuple[float, float]:
+    """`best_on_validation` over factor -> (test accuracy, validation accuracy): the chosen
+    factor and its test accuracy (NaN when every run diverged)."""
+    factor, run = best_on_validation(by_factor, lambda r: r[1])
+    return factor, NAN if run is None else run[0]
 
 
 def mean_sd(values: Iterable[float]) -> tuple[float, float]:

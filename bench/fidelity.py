@@ -60,7 +60,7 @@ from _data_dir import bench_data_dir
 
 # Every arm of a claim swept alike over LR_FACTORS times its method's documented learning
 # rate, each seed's best chosen on training rows held apart, never on the test split.
-from _tuning import LR_FACTORS, VALIDATION_FRACTION, default_lr
+from _tuning import LR_FACTORS, VALIDATION_FRACTION, best_on_validation, default_lr
 
 from archsearch.core.context import InMemoryContext
 from archsearch.core.data.loaders import (
@@ -300,15 +300,9 @@ def _task(
 
 
 def tuned(by_factor: dict[float, Outcome]) -> tuple[float, Outcome]:
-    """The learning rate factor whose run was best on its held-out rows, and that run (the
-    only run when there is one factor: nothing to choose)."""
-    if len(by_factor) == 1:
-        return next(iter(by_factor.items()))
-    measured = {f: o for f, o in by_factor.items() if o[2] == o[2]}
-    if not measured:
-        return min(by_factor), NOTHING
-    best = max(measured, key=lambda f: measured[f][2])
-    return best, measured[best]
+    """The learning rate factor whose run was best on its held-out rows, and that run."""
+    factor, run = best_on_validation(by_factor, lambda outcome: outcome[2])
+    return factor, NOTHING if run is None else run
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
