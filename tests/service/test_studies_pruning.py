@@ -1,6 +1,7 @@
-"""A study with a pruner, through the real API and Celery worker on PostgreSQL: hopeless
-trials are stopped at an epoch boundary and end `pruned` (their spend counted, their model
-kept, never on the front, their Optuna trial PRUNED); bad pruner settings are 422s."""
+"""A study with a pruner, through the real API and Celery worker on PostgreSQL: a hopeless
+arm's first seed is stopped at an epoch boundary and ends `pruned` (its spend counted, its
+model kept, never on the front, its Optuna trial PRUNED), and the arm's other seed ends
+`pruned` without starting; bad pruner settings are 422s."""
 
 from __future__ import annotations
 
@@ -52,16 +53,20 @@ def test_hopeless_trials_end_pruned_and_count_as_spent(
     assert not arms["hopeless"].on_front and [p.label for p in study.pareto] == ["good"]
 
     jobs = client.list_jobs(study=study.id, limit=10).data
-    pruned = [job for job in jobs if job.status == "pruned"]
-    assert len(pruned) == 2
-    for job in pruned:
-        spent = job.latest_metrics["optimizer_steps"]
-        assert 4 <= spent < BUDGET_STEPS and spent % 4 == 0  # stopped at an epoch boundary
-        assert job.step == spent < job.total_steps and job.error is None
-        assert job.latest_metrics["test_accuracy"] < 0.3
-        assert "pruned by its study's pruner" in client.events(job.id)[-1].reason
-        assert "model.safetensors" in {a.name for a in client.artifacts(job.id)}
-    spent_in_all = sum(job.latest_metrics["optimizer_steps"] for job in jobs)
+    first, later = sorted((job for job in jobs if job.status == "pruned"), key=lambda j: j.label)
+    assert first.label.endswith("/seed0") and later.label.endswith("/seed1")
+    spent = first.latest_metrics["optimizer_steps"]
+    assert 4 <= spent < BUDGET_STEPS and spent % 4 == 0  # stopped at an epoch boundary
+    assert first.step == spent < first.total_steps and first.error is None
+    assert first.latest_metrics["test_accuracy"] < 0.3
+    assert "pruned by its study's pruner" in client.events(first.id)[-1].reason
+    assert "model.safetensors" in {a.name for a in client.artifacts(first.id)}
+    # The arm was judged by its first seed; its second never started.
+    assert (later.started_at, later.step, later.latest_metrics) == (None, 0, {})
+    reason = client.events(later.id)[-1].reason
+    assert reason == "not started: its arm's first seed (seed 0) was pruned"
+    assert client.artifacts(later.id) == []
+    spent_in_all = sum(job.latest_metrics.get("optimizer_steps", 0) for job in jobs)
     assert study.optimizer_steps_spent == spent_in_all > 2 * BUDGET_STEPS
     assert study.device_seconds > 0
 
@@ -69,7 +74,7 @@ def test_hopeless_trials_end_pruned_and_count_as_spent(
         study_name=f"archsearch-{study.id.hex}-pruning", storage=adaptive.storage(pg_url)
     )
     states = sorted(t.state.name for t in pruning.get_trials(deepcopy=False))
-    assert states == sorted([TrialState.COMPLETE.name] * 2 + [TrialState.PRUNED.name] * 2)
+    assert states == sorted([TrialState.COMPLETE.name] * 2 + [TrialState.PRUNED.name])
 
 
 @pytest.mark.parametrize(

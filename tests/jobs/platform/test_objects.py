@@ -152,5 +152,7 @@ def test_an_unreachable_store_is_unavailable_and_retried_within_patience(
         store.get_bytes("jobs/a/x.bin")
     with storage_patience(2.0), pytest.raises(StorageUnavailable) as patient:
         store.put_bytes("jobs/a/x.bin", b"x")
-    # The process's outage clock runs from the first failure on.
-    assert patient.value.outage_seconds >= first.value.outage_seconds + 1.5
+    # The process's outage clock runs from the first failure on, and the patient call paused
+    # 0.5 s at least before it retried. Not more: how long each failing call takes is botocore's
+    # own retries with random jitter, so how many retries fit in the patience varies.
+    assert patient.value.outage_seconds >= first.value.outage_seconds + 0.5

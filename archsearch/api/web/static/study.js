@@ -37,7 +37,8 @@
       study.sampler && ["Sampler", `${study.sampler}: ${study.trials_asked} of ${study.n_trials} trials asked`],
       // A pruner's stopped trials count as spent: the study's whole spend is shown beside them.
       (study.config?.pruner?.name ?? "none") !== "none" && ["Pruner",
-        `${study.config.pruner.name}: ${study.counts?.pruned || 0} job(s) stopped early; ` +
+        `${study.config.pruner.name}: ${study.counts?.pruned || 0} job(s) pruned ` +
+        "(stopped early, or not started once their arm's first seed was); " +
         `${num(study.optimizer_steps_spent ?? 0)} optimizer steps, ${num(Math.round(study.device_seconds ?? 0))} job-seconds spent`],
       ["Submitted", when(study.created_at)],
       ["Ended", when(study.finished_at)],

@@ -1,5 +1,8 @@
 """The job state machine: queued -> running -> succeeded | failed | cancelled | pruned.
 
+A queued study job may also end `pruned` without running: its arm's first seed was stopped
+by the study's pruner (`studies/pruning.py`).
+
 A running job may also go back to `queued` when its worker died (lease expired) or a
 transient infrastructure error interrupted it. Every transition is recorded as an event;
 a terminal one also goes to the webhook outbox, and every attempt's device time to
@@ -20,7 +23,9 @@ from archsearch.jobs.domain.webhooks import events
 from archsearch.schemas.jobs import JobStatus
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.queued: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),
+    JobStatus.queued: frozenset(
+        {JobStatus.running, JobStatus.cancelled, JobStatus.failed, JobStatus.pruned}
+    ),
     JobStatus.running: frozenset(
         {
             JobStatus.succeeded,

@@ -78,9 +78,12 @@ def _over(jobs: Sequence[JobFacts], metric: str, limit: int | None) -> bool:
 
 
 def summarise_arm(label: str, jobs: Sequence[JobFacts], budget: int | None) -> ArmSummary:
-    # Succeeded jobs only: a pruned trial stopped early, so its accuracy and size are not a
-    # result and an arm whose every job was pruned has none (it is never on the front).
-    done = [j for j in jobs if j.status == JobStatus.succeeded]
+    # Succeeded jobs only, and none when the pruner stopped the arm: a pruned trial stopped
+    # early, so its figures are not a result, and the seeds that ran to the end beside it
+    # would give a mean over the survivors, not over the arm's seeds. Such an arm is never on
+    # the front.
+    stopped = any(j.status == JobStatus.pruned for j in jobs)
+    done = [] if stopped else [j for j in jobs if j.status == JobStatus.succeeded]
     figures = {name: stat(j.metrics.get(name) for j in done) for name in FIGURES}
     batch = jobs[0].batch_size
     budget_samples = None if budget is None or batch is None else budget * batch

@@ -9,6 +9,13 @@ running job reports its validation accuracy after every epoch
 (`trial.report(value, step=epoch)`) and asks `trial.should_prune()`: the decision is
 Optuna's, nothing here re-implements it.
 When the job ends its trial is told: COMPLETE with its final accuracy, PRUNED, or FAIL.
+
+A study's arm is one configuration run once per seed, and its figures are means over its
+seeds. So the pruner judges an arm by its first seed alone: that job asks Optuna; the arm's
+other seeds report their values (Optuna's comparisons use them) and stop only when the first
+seed was stopped, and those not started yet never start. An arm is then either every seed
+run to the end or stopped as a whole: judging each seed apart would keep an arm's lucky seeds
+and stop its unlucky ones, and its mean over the survivors would flatter it.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -27,6 +35,7 @@ from archsearch.jobs.domain.tables import Job
 from archsearch.schemas.jobs import JobStatus
 
 JOB_ATTR = "job_id"
+STOPPED_ARM_ATTR = "stopped-arm:"  # + the arm's label: a study attribute, the epoch it stopped at
 
 
 def pruner_of(config: Mapping[str, Any]) -> optuna.pruners.BasePruner | None:
@@ -62,6 +71,14 @@ def find_trial(ostudy: optuna.Study, job_id: uuid.UUID) -> optuna.trial.FrozenTr
     )
 
 
+@dataclass(frozen=True)
+class Arm:
+    """The study arm a job belongs to, and whether the job is its first seed (the one judged)."""
+
+    label: str
+    first_seed: bool
+
+
 class TrialPruning:
     """The running job's question after each epoch: should this trial stop here?
 
@@ -69,11 +86,17 @@ class TrialPruning:
     engine through its run context (which keeps the engine free of any database)."""
 
     def __init__(
-        self, job_id: uuid.UUID, study_id: uuid.UUID, config: Mapping[str, Any], url: str
+        self,
+        job_id: uuid.UUID,
+        study_id: uuid.UUID,
+        config: Mapping[str, Any],
+        url: str,
+        arm: Arm | None = None,
     ) -> None:
         pruner = pruner_of(config)
         assert pruner is not None, "built only for a study with a pruner"
         self.job_id = job_id
+        self.arm = arm or Arm(label=str(job_id), first_seed=True)
         self.ostudy = open_pruning_study(study_id, pruner, url)
         self._trial: optuna.Trial | None = None
 
@@ -91,7 +114,17 @@ class TrialPruning:
         trial = self.trial()
         if math.isfinite(value):
             trial.report(value, step=epoch)  # a step reported before (a resume) is kept
-        return trial.should_prune()
+        if not self.arm.first_seed:
+            return self.arm_stopped_at() is not None
+        if trial.should_prune():
+            self.ostudy.set_user_attr(STOPPED_ARM_ATTR + self.arm.label, epoch)
+            return True
+        return False
+
+    def arm_stopped_at(self) -> int | None:
+        """The epoch the arm's first seed was stopped at; None while it runs or if it ran
+        to the end."""
+        return self.ostudy.user_attrs.get(STOPPED_ARM_ATTR + self.arm.label)
 
 
 def settle_trial(job: Job, config: Mapping[str, Any], database_url: str) -> None:

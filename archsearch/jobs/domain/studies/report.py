@@ -276,8 +276,9 @@ def pruning_sentence(detail: StudyDetail) -> str:
         return f"No pruner; {spent}."
     pruned = detail.counts.get("pruned", 0)
     return (
-        f"Pruner `{pruner}` stopped {pruned} job(s) early (status `pruned`: counted as spent, "
-        f"never on the front); {spent}."
+        f"Pruner `{pruner}` stopped {pruned} job(s) early or before they started (status "
+        "`pruned`: counted as spent; an arm is judged by its first seed, and its other seeds "
+        f"stop with it; a stopped arm is never on the front); {spent}."
     )
 
 

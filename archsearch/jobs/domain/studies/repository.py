@@ -16,7 +16,7 @@ from archsearch.jobs.domain.ids import id_range
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Artifact, Job, Metric
 from archsearch.jobs.platform.store import check_artifact_name
-from archsearch.schemas.jobs import TERMINAL_STATUSES
+from archsearch.schemas.jobs import TERMINAL_STATUSES, JobStatus
 from archsearch.schemas.studies import StudyStatus
 
 COMPACT_ARTIFACTS = ("model-compact.safetensors", "model.safetensors")
@@ -90,6 +90,18 @@ def open_job_ids(session: Session, study_id: uuid.UUID) -> list[uuid.UUID]:
     """Jobs of the study that are queued or running."""
     query = select(Job.id).where(
         Job.study_id == study_id, Job.status.not_in(list(TERMINAL_STATUSES))
+    )
+    return list(session.scalars(query))
+
+
+def queued_arm_jobs(session: Session, study_id: uuid.UUID, arm: str) -> list[Job]:
+    """The arm's jobs still queued, locked; one a worker is claiming now is skipped (it
+    starts, and its arm's state stops it at its first epoch)."""
+    query = (
+        select(Job)
+        .where(Job.study_id == study_id, Job.study_arm == arm, Job.status == JobStatus.queued)
+        .order_by(Job.created_at, Job.id)
+        .with_for_update(skip_locked=True)
     )
     return list(session.scalars(query))
 

@@ -27,6 +27,7 @@ from archsearch.jobs.domain.errors import UnknownUploadedDataset
 from archsearch.jobs.domain.jobs import repository as jobs_repository
 from archsearch.jobs.domain.jobs.repository import Placement
 from archsearch.jobs.domain.jobs.service import placement_for, require_offered_device
+from archsearch.jobs.domain.jobs.states import transition
 from archsearch.jobs.domain.jobs.validation import validate_submission
 from archsearch.jobs.domain.studies import expansion, preset
 from archsearch.jobs.domain.studies import repository as studies_repository
@@ -323,23 +324,39 @@ def trial_pruning(
     """A study job's question after each epoch (should it stop?), when its study has a
     pruner; None otherwise."""
     assert job.study_id is not None, "a study's job"
-    config = studies_repository.get_study(session, job.study_id).config
-    if not has_pruner(config):
+    study = studies_repository.get_study(session, job.study_id)
+    if not has_pruner(study.config):
         return None
     # Imported here: Optuna (some 100 modules) serves only the studies that use it.
     from archsearch.jobs.domain.studies import pruning
 
-    return pruning.TrialPruning(job.id, job.study_id, config, settings.resolved_database_url)
+    arm = pruning.Arm(label=job.study_arm or str(job.id), first_seed=is_first_seed(study, job))
+    return pruning.TrialPruning(
+        job.id, job.study_id, study.config, settings.resolved_database_url, arm
+    )
+
+
+def is_first_seed(study: Study, job: Job) -> bool:
+    """Whether the job runs its arm's first seed, the one a pruner judges the arm by (every
+    job of an adaptive study, which runs one seed a trial)."""
+    seed = (job.spec.get("training") or {}).get("seed")
+    return not study.seeds or seed is None or seed == study.seeds[0]
 
 
 def settle_pruning_trial(session: Session, settings: Settings, job: Job) -> None:
-    """Tell an ended study job's pruning trial how it ended (nothing without a pruner)."""
+    """Tell an ended study job's pruning trial how it ended (nothing without a pruner); when
+    the pruner stopped an arm's first seed, its seeds not started yet never start."""
     assert job.study_id is not None, "a study's job"
-    config = studies_repository.get_study(session, job.study_id).config
-    if has_pruner(config):
-        from archsearch.jobs.domain.studies import pruning  # loads Optuna, as above
+    study = studies_repository.get_study(session, job.study_id)
+    if not has_pruner(study.config):
+        return
+    from archsearch.jobs.domain.studies import pruning  # loads Optuna, as above
 
-        pruning.settle_trial(job, config, settings.resolved_database_url)
+    pruning.settle_trial(job, study.config, settings.resolved_database_url)
+    if JobStatus(job.status) is JobStatus.pruned and is_first_seed(study, job):
+        reason = f"not started: its arm's first seed (seed {study.seeds[0]}) was pruned"
+        for queued in studies_repository.queued_arm_jobs(session, study.id, job.study_arm or ""):
+            transition(queued, JobStatus.pruned, reason, actor="study pruner")
 
 
 def trial_spec(study: Study, params: dict[str, Any]) -> dict[str, Any]:

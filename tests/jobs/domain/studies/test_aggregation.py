@@ -91,3 +91,18 @@ def test_a_study_whose_jobs_held_no_rows_apart_is_ranked_on_test() -> None:
     ]
     _, front = summarise(jobs, budget=None)
     assert [point.label for point in front] == ["old-b"]
+
+
+def test_an_arm_the_pruner_stopped_has_no_figures_even_with_a_seed_run_to_the_end() -> None:
+    jobs = [
+        job("train-a", test_accuracy=0.90, parameters=1000),
+        job("train-a", test_accuracy=0.92, parameters=1000),
+        job("train-b", status="pruned", test_accuracy=0.70, parameters=500),
+        job("train-b", test_accuracy=0.95, parameters=500),  # ran beside its first seed
+        job("train-b", status="pruned"),
+    ]
+    arms, front = summarise(jobs, budget=None)
+    stopped = {arm.label: arm for arm in arms}["train-b"]
+    assert stopped.test_accuracy is None and stopped.parameters is None
+    assert stopped.counts == {"pruned": 2, "succeeded": 1} and not stopped.on_front
+    assert [point.label for point in front] == ["train-a"]

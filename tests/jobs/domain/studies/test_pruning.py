@@ -1,7 +1,8 @@
 """Study pruners on SQLite: a trial reports each epoch to Optuna's pruner and is told to stop
-when it trails (median, successive halving); a resumed job finds its own trial again; an
-ended job's trial is settled once; an adaptive study's sampler learns a pruned trial was
-PRUNED, not failed."""
+when it trails (median, successive halving); an arm is judged by its first seed, its other
+seeds stopped with it (those not started never start); a resumed job finds its own trial
+again; an ended job's trial is settled once; an adaptive study's sampler learns a pruned
+trial was PRUNED, not failed."""
 
 from __future__ import annotations
 
@@ -26,10 +27,15 @@ ASHA = {"pruner": {"name": "asha", "min_epochs": 1, "reduction_factor": 2}}
 
 
 def run_trial(
-    settings: Settings, study_id: uuid.UUID, config: dict[str, object], curve: list[float]
+    settings: Settings,
+    study_id: uuid.UUID,
+    config: dict[str, object],
+    curve: list[float],
+    arm: pruning.Arm | None = None,
 ) -> int | None:
     """Report `curve` epoch by epoch; the epoch the pruner stopped it at, or None."""
-    ask = pruning.TrialPruning(uuid.uuid4(), study_id, config, settings.resolved_database_url)
+    url = settings.resolved_database_url
+    ask = pruning.TrialPruning(uuid.uuid4(), study_id, config, url, arm)
     for epoch, value in enumerate(curve, start=1):
         if ask(epoch, value):
             ask.ostudy.tell(ask.trial(), state=TrialState.PRUNED)
@@ -52,6 +58,27 @@ def test_successive_halving_keeps_the_better_half_at_each_rung(settings: Setting
     study_id = uuid.uuid4()
     assert run_trial(settings, study_id, ASHA, [0.8, 0.9, 0.9, 0.9]) is None
     assert run_trial(settings, study_id, ASHA, [0.1, 0.1, 0.1, 0.1]) == 1
+
+
+def test_an_arm_is_judged_by_its_first_seed_and_stopped_with_it(settings: Settings) -> None:
+    study_id = uuid.uuid4()
+    good = [0.5, 0.7, 0.8, 0.9]
+    for _ in range(2):  # the median's startup
+        assert run_trial(settings, study_id, MEDIAN, good) is None
+    slow_second_seed = pruning.Arm("slow", first_seed=False)
+    # A later seed trailing every epoch is not judged: the arm's first seed ran to the end.
+    assert run_trial(settings, study_id, MEDIAN, good, pruning.Arm("slow", True)) is None
+    assert run_trial(settings, study_id, MEDIAN, [0.1] * 4, slow_second_seed) is None
+
+    url = settings.resolved_database_url
+    hopeless, hopeless_later = pruning.Arm("hopeless", True), pruning.Arm("hopeless", False)
+    second = pruning.TrialPruning(uuid.uuid4(), study_id, MEDIAN, url, hopeless_later)
+    assert not second(1, 0.1)  # running beside its first seed, not judged
+    assert run_trial(settings, study_id, MEDIAN, [0.2] * 4, hopeless) == 1
+    assert second.arm_stopped_at() == 1 and second(2, 0.95)  # stopped with its arm
+    third = pruning.TrialPruning(uuid.uuid4(), study_id, MEDIAN, url, hopeless_later)
+    assert third(1, 0.95)  # a seed that started late stops at its first question
+    assert run_trial(settings, study_id, MEDIAN, [0.1] * 4, slow_second_seed) is None
 
 
 def test_a_resumed_job_reports_to_the_same_trial(settings: Settings) -> None:
@@ -104,3 +131,39 @@ def test_an_adaptive_study_tells_its_sampler_a_pruned_trial(
     service.advance_study(session, settings, study.id)
     session.commit()
     assert optuna_trials(settings, study)[job.study_trial or 0].state == TrialState.PRUNED
+
+
+def test_a_pruned_first_seed_ends_its_arms_seeds_not_started(
+    settings: Settings, session: Session
+) -> None:
+    study = studies_repository.new_study(
+        name="fixed",
+        dataset={"name": "digits"},
+        base_spec={},
+        budget=None,
+        seeds=[3, 4, 5],
+        config=MEDIAN,
+    )
+    session.add(study)
+
+    def seed_job(arm: str, seed: int, status: JobStatus) -> Job:
+        job = Job(method="train", spec={"training": {"seed": seed}}, status=status)
+        studies_repository.tag_job(job, study.id, arm)
+        session.add(job)
+        return job
+
+    first = seed_job("hopeless", 3, JobStatus.pruned)
+    running = seed_job("hopeless", 4, JobStatus.running)
+    queued = seed_job("hopeless", 5, JobStatus.queued)
+    other_arm = seed_job("good", 3, JobStatus.queued)
+    session.commit()
+    assert service.is_first_seed(study, first) and not service.is_first_seed(study, running)
+
+    service.settle_pruning_trial(session, settings, running)  # a later seed: nothing more
+    assert queued.status is JobStatus.queued
+    service.settle_pruning_trial(session, settings, first)
+    session.commit()
+
+    assert (queued.status, queued.started_at) == (JobStatus.pruned, None)
+    assert queued.events[-1].reason == "not started: its arm's first seed (seed 3) was pruned"
+    assert (running.status, other_arm.status) == (JobStatus.running, JobStatus.queued)
