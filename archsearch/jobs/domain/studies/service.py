@@ -340,7 +340,7 @@ def is_first_seed(study: Study, job: Job) -> bool:
     """Whether the job runs its arm's first seed, the one a pruner judges the arm by (every
     job of an adaptive study, which runs one seed a trial)."""
     seed = (job.spec.get("training") or {}).get("seed")
-    return not study.seeds or seed is None or seed == study.seeds[0]
+    return seed is None or seed == study.seeds[0]  # a study has one seed at least
 
 
 def settle_pruning_trial(session: Session, settings: Settings, job: Job) -> None:
