@@ -55,6 +55,14 @@ def set_path(spec: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
     return out
 
 
+def get_path(spec: Mapping[str, Any], path: str) -> Any:
+    """The value at the dotted `path` of `spec`; None where a part of it is missing."""
+    node: Any = spec
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
 def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every combination of the grid's values, in the order given ([{}] for no grid)."""
     keys = list(grid)

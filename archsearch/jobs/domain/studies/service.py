@@ -339,7 +339,7 @@ def trial_pruning(
 def is_first_seed(study: Study, job: Job) -> bool:
     """Whether the job runs its arm's first seed, the one a pruner judges the arm by (every
     job of an adaptive study, which runs one seed a trial)."""
-    seed = (job.spec.get("training") or {}).get("seed")
+    seed = expansion.get_path(job.spec, "training.seed")
     return seed is None or seed == study.seeds[0]  # a study has one seed at least
 
 

@@ -18,6 +18,7 @@ from archsearch.jobs.domain.studies.aggregation import (
     spent,
     summarise,
 )
+from archsearch.jobs.domain.studies.expansion import get_path
 from archsearch.jobs.domain.studies.tables import Study
 from archsearch.jobs.domain.tables import Job
 from archsearch.schemas.jobs import JobStatus
@@ -41,18 +42,11 @@ def job_facts(study: Study, jobs: list[Job], sizes: dict[uuid.UUID, int]) -> lis
                 metrics=job.latest_metrics or {},
                 wall_clock_s=wall,
                 compact_bytes=sizes.get(job.id),
-                params={path: _at_path(job.spec, path) for path in space},
-                batch_size=_at_path(job.spec, "training.batch_size"),
+                params={path: get_path(job.spec, path) for path in space},
+                batch_size=get_path(job.spec, "training.batch_size"),
             )
         )
     return facts
-
-
-def _at_path(spec: dict[str, Any], path: str) -> Any:
-    node: Any = spec
-    for key in path.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
 
 
 def study_public(study: Study, counts: dict[str, int]) -> StudyPublic:
@@ -113,7 +107,7 @@ def result_rows(session: Session, study_id: uuid.UUID) -> list[dict[str, Any]]:
                 "job_id": str(job.id),
                 "arm": facts.arm,
                 "method": job.method,
-                "seed": _at_path(job.spec, "training.seed"),
+                "seed": get_path(job.spec, "training.seed"),
                 "status": facts.status,
                 **{k: metrics.get(k) for k in ("test_accuracy", "parameters", "macs")},
                 "optimizer_steps": metrics.get("optimizer_steps"),
